@@ -1,0 +1,1191 @@
+"""The `npu` dialect: tensor-level ops for ATen graphs bound for an NPU + CPU.
+
+Ops that passes reason about are named and verified; the long tail of ATen is one
+`npu.generic` op that carries its opcode, so importing a model never fails on an
+unknown op. Every op may carry the discardable attributes `device` (set by
+placement), `vreg` (set by vreg assignment) and `buffer` (set by allocation).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import ClassVar
+
+from forge.dialects.shapes import (
+    DYNAMIC,
+    ShapeError,
+    broadcast,
+    dims_equal,
+    element_type,
+    fmt_shape,
+    is_bool,
+    is_float,
+    normalize_dim,
+    numel,
+    shape_of,
+    shapes_equal,
+    slice_length,
+)
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    FunctionType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParamAttrConstraint,
+    ParsePropInAttrDict,
+    VarConstraint,
+    base,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_attr_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl import operand_def as _operand_def
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+Tensor = base(TensorType)
+DEVICES = ("npu", "cpu")
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid")
+
+
+def operand_def(constraint=Tensor):
+    return _operand_def(constraint)
+
+
+# --------------------------------------------------------------------------- base
+
+
+class NpuOp(IRDLOperation, abc.ABC):
+    """Common base: the ATen opcode, the placement/allocation attributes, shape checks."""
+
+    ATEN: ClassVar[str] = ""
+    """The ATen opcode this op stands for (fused ops: their own name)."""
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    device = opt_attr_def(StringAttr)
+    vreg = opt_attr_def(IntegerAttr)
+    buffer = opt_attr_def(IntegerAttr | DenseArrayBase)
+
+    @property
+    def opcode(self) -> str:
+        return self.ATEN or self.name
+
+    def verify_(self) -> None:
+        if self.device is not None and self.device.data not in DEVICES:
+            raise VerifyException(
+                f"device must be one of {', '.join(DEVICES)}, got '{self.device.data}'"
+            )
+        try:
+            self.verify_shapes()
+        except ShapeError as e:
+            raise VerifyException(str(e)) from e
+
+    def verify_shapes(self) -> None:
+        """Raise ShapeError when operand and result types cannot be related."""
+
+
+def _expect_shape(what: str, actual: Sequence[int], expected: Sequence[int]) -> None:
+    if not shapes_equal(actual, expected):
+        raise ShapeError(f"{what} has shape {fmt_shape(actual)}, expected {fmt_shape(expected)}")
+
+
+def _expect_rank(what: str, shape: Sequence[int], rank: int, at_least: bool = False) -> None:
+    ok = len(shape) >= rank if at_least else len(shape) == rank
+    if not ok:
+        bound = "at least " if at_least else ""
+        raise ShapeError(f"{what} must have rank {bound}{rank}, got rank {len(shape)}")
+
+
+def _expect_same_element(what: str, actual: Attribute, expected: Attribute) -> None:
+    if actual != expected:
+        raise ShapeError(f"{what} has element type {actual}, expected {expected}")
+
+
+def _expect_float(what: str, value: SSAValue) -> None:
+    if not is_float(element_type(value.type)):
+        raise ShapeError(f"{what} must have a float element type, got {element_type(value.type)}")
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(attr.get_values())  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- elementwise
+
+
+class UnaryOp(NpuOp, abc.ABC):
+    """Elementwise op whose result has the operand's type."""
+
+    T: ClassVar = VarConstraint("T", Tensor)
+    input = operand_def(T)
+    result = result_def(T)
+
+    FLOAT_ONLY: ClassVar[bool] = True
+
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, attributes: dict[str, Attribute] | None = None):
+        value = SSAValue.get(input)
+        super().__init__(operands=[value], result_types=[value.type], properties=attributes or {})
+
+    def verify_shapes(self) -> None:
+        if self.FLOAT_ONLY:
+            _expect_float("operand", self.input)
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    name = "npu.neg"
+    ATEN: ClassVar[str] = "aten.neg.default"
+    FLOAT_ONLY: ClassVar[bool] = False
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    name = "npu.abs"
+    ATEN: ClassVar[str] = "aten.abs.default"
+    FLOAT_ONLY: ClassVar[bool] = False
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    name = "npu.exp"
+    ATEN: ClassVar[str] = "aten.exp.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    name = "npu.log"
+    ATEN: ClassVar[str] = "aten.log.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    name = "npu.sqrt"
+    ATEN: ClassVar[str] = "aten.sqrt.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    name = "npu.rsqrt"
+    ATEN: ClassVar[str] = "aten.rsqrt.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    name = "npu.reciprocal"
+    ATEN: ClassVar[str] = "aten.reciprocal.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    name = "npu.tanh"
+    ATEN: ClassVar[str] = "aten.tanh.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    name = "npu.sin"
+    ATEN: ClassVar[str] = "aten.sin.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    name = "npu.cos"
+    ATEN: ClassVar[str] = "aten.cos.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    name = "npu.erf"
+    ATEN: ClassVar[str] = "aten.erf.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    name = "npu.relu"
+    ATEN: ClassVar[str] = "aten.relu.default"
+    FLOAT_ONLY: ClassVar[bool] = False
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    name = "npu.sigmoid"
+    ATEN: ClassVar[str] = "aten.sigmoid.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SiluOp(UnaryOp):
+    name = "npu.silu"
+    ATEN: ClassVar[str] = "aten.silu.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """`approximate` is "none" (erf form) or "tanh", as in `torch.nn.functional.gelu`."""
+
+    name = "npu.gelu"
+    ATEN: ClassVar[str] = "aten.gelu.default"
+    approximate = opt_prop_def(StringAttr)
+    traits = traits_def(Pure())
+
+    def verify_shapes(self) -> None:
+        super().verify_shapes()
+        if self.approximate is not None and self.approximate.data not in ("none", "tanh"):
+            raise ShapeError(f"approximate must be 'none' or 'tanh', got '{self.approximate.data}'")
+
+
+@irdl_op_definition
+class ContiguousOp(UnaryOp):
+    """Materializes a dense row-major copy; layout optimization inserts and merges these."""
+
+    name = "npu.contiguous"
+    ATEN: ClassVar[str] = "aten.contiguous.default"
+    FLOAT_ONLY: ClassVar[bool] = False
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DropoutOp(UnaryOp):
+    """Identity unless `train` is set; eval-mode dropout is removed by DCE."""
+
+    name = "npu.dropout"
+    ATEN: ClassVar[str] = "aten.dropout.default"
+    p = prop_def(FloatAttr)
+    train = opt_prop_def(UnitAttr)
+
+    def verify_shapes(self) -> None:
+        super().verify_shapes()
+        if not 0.0 <= self.p.value.data <= 1.0:
+            raise ShapeError(f"dropout probability must lie in [0, 1], got {self.p.value.data}")
+
+
+class BinaryOp(NpuOp, abc.ABC):
+    """Broadcasting elementwise op; the right side is a tensor or a `scalar` property."""
+
+    lhs = operand_def()
+    rhs = opt_operand_def(Tensor)
+    scalar = opt_prop_def(FloatAttr | IntegerAttr)
+    result = result_def(Tensor)
+
+    assembly_format = "$lhs (`,` $rhs^)? attr-dict `:` functional-type(operands, results)"
+
+    def verify_shapes(self) -> None:
+        if (self.rhs is None) == (self.scalar is None):
+            raise ShapeError("expected exactly one of a right-hand operand or a 'scalar' property")
+        lhs_shape = shape_of(self.lhs.type)
+        rhs_shape = shape_of(self.rhs.type) if self.rhs is not None else ()
+        _expect_shape("result", shape_of(self.result.type), broadcast(lhs_shape, rhs_shape))
+        self.verify_element_types()
+
+    def verify_element_types(self) -> None:
+        lhs = element_type(self.lhs.type)
+        if self.rhs is None or element_type(self.rhs.type) == lhs:
+            _expect_same_element("result", element_type(self.result.type), lhs)
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    name = "npu.add"
+    ATEN: ClassVar[str] = "aten.add.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    name = "npu.sub"
+    ATEN: ClassVar[str] = "aten.sub.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    name = "npu.mul"
+    ATEN: ClassVar[str] = "aten.mul.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    name = "npu.div"
+    ATEN: ClassVar[str] = "aten.div.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    name = "npu.pow"
+    ATEN: ClassVar[str] = "aten.pow.Tensor_Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MaximumOp(BinaryOp):
+    name = "npu.maximum"
+    ATEN: ClassVar[str] = "aten.maximum.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MinimumOp(BinaryOp):
+    name = "npu.minimum"
+    ATEN: ClassVar[str] = "aten.minimum.default"
+    traits = traits_def(Pure())
+
+
+class CompareOp(BinaryOp, abc.ABC):
+    """Broadcasting comparison; the result is `i1`."""
+
+    def verify_element_types(self) -> None:
+        if not is_bool(element_type(self.result.type)):
+            raise ShapeError(
+                f"result must have element type i1, got {element_type(self.result.type)}"
+            )
+
+
+@irdl_op_definition
+class EqOp(CompareOp):
+    name = "npu.eq"
+    ATEN: ClassVar[str] = "aten.eq.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class NeOp(CompareOp):
+    name = "npu.ne"
+    ATEN: ClassVar[str] = "aten.ne.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class LtOp(CompareOp):
+    name = "npu.lt"
+    ATEN: ClassVar[str] = "aten.lt.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class LeOp(CompareOp):
+    name = "npu.le"
+    ATEN: ClassVar[str] = "aten.le.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GtOp(CompareOp):
+    name = "npu.gt"
+    ATEN: ClassVar[str] = "aten.gt.Tensor"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeOp(CompareOp):
+    name = "npu.ge"
+    ATEN: ClassVar[str] = "aten.ge.Tensor"
+    traits = traits_def(Pure())
+
+
+class LogicalOp(CompareOp, abc.ABC):
+    """Broadcasting boolean op on `i1` tensors."""
+
+    def verify_element_types(self) -> None:
+        super().verify_element_types()
+        operands = [self.lhs] + ([self.rhs] if self.rhs is not None else [])
+        for i, operand in enumerate(operands):
+            if not is_bool(element_type(operand.type)):
+                raise ShapeError(
+                    f"operand {i} must have element type i1, got {element_type(operand.type)}"
+                )
+
+
+@irdl_op_definition
+class AndOp(LogicalOp):
+    name = "npu.and"
+    ATEN: ClassVar[str] = "aten.logical_and.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class OrOp(LogicalOp):
+    name = "npu.or"
+    ATEN: ClassVar[str] = "aten.logical_or.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class WhereOp(NpuOp):
+    """`cond ? on_true : on_false`, broadcasting; `on_false` may be a `scalar` property."""
+
+    name = "npu.where"
+    ATEN: ClassVar[str] = "aten.where.self"
+    cond = operand_def()
+    on_true = operand_def()
+    on_false = opt_operand_def(Tensor)
+    scalar = opt_prop_def(FloatAttr | IntegerAttr)
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$cond `,` $on_true (`,` $on_false^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        if (self.on_false is None) == (self.scalar is None):
+            raise ShapeError("expected exactly one of an 'on_false' operand or a 'scalar' property")
+        if not is_bool(element_type(self.cond.type)):
+            raise ShapeError(
+                f"condition must have element type i1, got {element_type(self.cond.type)}"
+            )
+        shapes = [shape_of(self.cond.type), shape_of(self.on_true.type)]
+        if self.on_false is not None:
+            shapes.append(shape_of(self.on_false.type))
+            _expect_same_element(
+                "on_false", element_type(self.on_false.type), element_type(self.on_true.type)
+            )
+        _expect_shape("result", shape_of(self.result.type), broadcast(*shapes))
+        _expect_same_element(
+            "result", element_type(self.result.type), element_type(self.on_true.type)
+        )
+
+
+@irdl_op_definition
+class CastOp(NpuOp):
+    """Element type conversion (`aten.to.dtype`, `aten._to_copy`)."""
+
+    name = "npu.cast"
+    ATEN: ClassVar[str] = "aten.to.dtype"
+    input = operand_def()
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        _expect_shape("result", shape_of(self.result.type), shape_of(self.input.type))
+
+
+@irdl_op_definition
+class ConstantOp(NpuOp):
+    """A small literal tensor. Weights are never constants: they are function arguments."""
+
+    name = "npu.constant"
+    ATEN: ClassVar[str] = "aten.scalar_tensor.default"
+    _T: ClassVar = VarConstraint("T", Tensor)
+    value = prop_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (_T, base(Attribute))))
+    result = result_def(_T)
+    traits = traits_def(Pure(), ConstantLike())
+
+    assembly_format = "attr-dict $value"
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(result_types=[value.get_type()], properties={"value": value})
+
+
+# ---------------------------------------------------------------- contractions
+
+
+@irdl_op_definition
+class MatmulOp(NpuOp):
+    """Batched matrix product with broadcast batch dims (`aten.matmul`, `bmm`, `mm`)."""
+
+    name = "npu.matmul"
+    ATEN: ClassVar[str] = "aten.matmul.default"
+    lhs = operand_def()
+    rhs = operand_def()
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+
+    def verify_shapes(self) -> None:
+        a, b = shape_of(self.lhs.type), shape_of(self.rhs.type)
+        _expect_rank("lhs", a, 2, at_least=True)
+        _expect_rank("rhs", b, 2, at_least=True)
+        if not dims_equal(a[-1], b[-2]):
+            raise ShapeError(
+                f"contraction dimensions differ: lhs {fmt_shape(a)} has K={a[-1]}, "
+                f"rhs {fmt_shape(b)} has K={b[-2]}"
+            )
+        expected = (*broadcast(a[:-2], b[:-2]), a[-2], b[-1])
+        _expect_shape("result", shape_of(self.result.type), expected)
+        _expect_same_element("rhs", element_type(self.rhs.type), element_type(self.lhs.type))
+        _expect_same_element("result", element_type(self.result.type), element_type(self.lhs.type))
+
+
+def _verify_linear(
+    x: SSAValue, w: SSAValue, b: SSAValue | None, result: SSAValue, weight_in_out: bool
+) -> None:
+    xs, ws = shape_of(x.type), shape_of(w.type)
+    _expect_rank("input", xs, 1, at_least=True)
+    _expect_rank("weight", ws, 2)
+    k, n = (ws[0], ws[1]) if weight_in_out else (ws[1], ws[0])
+    if not dims_equal(xs[-1], k):
+        layout = "[in, out]" if weight_in_out else "[out, in]"
+        raise ShapeError(
+            f"input features {xs[-1]} do not match weight {fmt_shape(ws)} (layout {layout})"
+        )
+    if b is not None:
+        broadcast(shape_of(b.type), (*xs[:-1], n))
+    _expect_shape("result", shape_of(result.type), (*xs[:-1], n))
+    for what, v in (("weight", w), ("result", result)):
+        _expect_same_element(what, element_type(v.type), element_type(x.type))
+
+
+@irdl_op_definition
+class LinearOp(NpuOp):
+    """`x @ w.T + b` with `w` laid out [out, in] (`aten.linear`)."""
+
+    name = "npu.linear"
+    ATEN: ClassVar[str] = "aten.linear.default"
+    input = operand_def()
+    weight = operand_def()
+    bias = opt_operand_def(Tensor)
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        _verify_linear(self.input, self.weight, self.bias, self.result, weight_in_out=False)
+
+
+@irdl_op_definition
+class AddmmOp(NpuOp):
+    """`bias + x @ w` with `w` laid out [in, out] (`aten.addmm`, GPT-2's Conv1D)."""
+
+    name = "npu.addmm"
+    ATEN: ClassVar[str] = "aten.addmm.default"
+    bias = operand_def()
+    input = operand_def()
+    weight = operand_def()
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$bias `,` $input `,` $weight attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        _expect_rank("input", shape_of(self.input.type), 2)
+        _verify_linear(self.input, self.weight, self.bias, self.result, weight_in_out=True)
+
+
+@irdl_op_definition
+class FusedLinearOp(NpuOp):
+    """A linear layer with its activation fused; one NNFactory dispatch."""
+
+    name = "npu.fused_linear"
+    input = operand_def()
+    weight = operand_def()
+    bias = opt_operand_def(Tensor)
+    activation = prop_def(StringAttr)
+    weight_in_out = opt_prop_def(UnitAttr)
+    """Set when the weight is laid out [in, out] (it came from an addmm)."""
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        if self.activation.data not in ACTIVATIONS:
+            raise ShapeError(
+                f"activation must be one of {', '.join(ACTIVATIONS)}, got '{self.activation.data}'"
+            )
+        _verify_linear(
+            self.input, self.weight, self.bias, self.result, self.weight_in_out is not None
+        )
+
+
+@irdl_op_definition
+class SDPAOp(NpuOp):
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims (fused attention).
+
+    `k`/`v` may have fewer heads than `q` (grouped-query attention) when the head
+    count of `q` is a multiple of theirs. `is_causal` applies a lower-triangular mask.
+    """
+
+    name = "npu.sdpa"
+    ATEN: ClassVar[str] = "aten.scaled_dot_product_attention.default"
+    query = operand_def()
+    key = operand_def()
+    value = operand_def()
+    mask = opt_operand_def(Tensor)
+    scale = opt_prop_def(FloatAttr)
+    is_causal = opt_prop_def(UnitAttr)
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        q, k, v = (shape_of(x.type) for x in (self.query, self.key, self.value))
+        for what, s in (("query", q), ("key", k), ("value", v)):
+            _expect_rank(what, s, 2, at_least=True)
+        if not (len(q) == len(k) == len(v)):
+            raise ShapeError(f"query, key and value ranks differ: {len(q)}, {len(k)}, {len(v)}")
+        if not dims_equal(q[-1], k[-1]):
+            raise ShapeError(f"query head size {q[-1]} differs from key head size {k[-1]}")
+        if not dims_equal(k[-2], v[-2]):
+            raise ShapeError(f"key length {k[-2]} differs from value length {v[-2]}")
+        if len(q) >= 3:
+            hq, hk = q[-3], k[-3]
+            if DYNAMIC not in (hq, hk) and (hk == 0 or hq % hk != 0 or v[-3] != hk):
+                raise ShapeError(
+                    f"query heads {hq} are not a multiple of key/value heads {hk}/{v[-3]}"
+                )
+        if self.mask is not None:
+            broadcast(shape_of(self.mask.type), (*q[:-1], k[-2]))
+        _expect_shape("result", shape_of(self.result.type), (*q[:-1], v[-1]))
+        for what, x in (("key", self.key), ("value", self.value), ("result", self.result)):
+            _expect_same_element(what, element_type(x.type), element_type(self.query.type))
+
+
+# ------------------------------------------------------------------ reductions
+
+
+@irdl_op_definition
+class SoftmaxOp(NpuOp):
+    name = "npu.softmax"
+    ATEN: ClassVar[str] = "aten.softmax.int"
+    T: ClassVar = VarConstraint("T", Tensor)
+    input = operand_def(T)
+    dim = prop_def(IntegerAttr)
+    result = result_def(T)
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def verify_shapes(self) -> None:
+        _expect_float("operand", self.input)
+        normalize_dim(_int(self.dim), len(shape_of(self.input.type)))
+
+
+class NormOp(NpuOp, abc.ABC):
+    """Normalization over the trailing `normalized_shape` dims, with optional affine params.
+
+    Subclasses declare the operands themselves: xDSL orders operands leaf-class first.
+    """
+
+    normalized_shape = prop_def(DenseArrayBase)
+    eps = prop_def(FloatAttr)
+
+    def verify_shapes(self) -> None:
+        x = self.operands[0]
+        _expect_float("operand", x)
+        norm = _ints(self.normalized_shape)
+        shape = shape_of(x.type)
+        if len(norm) > len(shape) or not shapes_equal(shape[len(shape) - len(norm) :], norm):
+            raise ShapeError(
+                f"normalized_shape {fmt_shape(norm)} is not a suffix of input shape "
+                f"{fmt_shape(shape)}"
+            )
+        for what, v in self.affine_operands():
+            _expect_shape(what, shape_of(v.type), norm)
+        _expect_shape("result", shape_of(self.results[0].type), shape)
+
+    def affine_operands(self) -> list[tuple[str, SSAValue]]: ...
+
+
+@irdl_op_definition
+class LayerNormOp(NormOp):
+    name = "npu.layer_norm"
+    ATEN: ClassVar[str] = "aten.layer_norm.default"
+    input = operand_def()
+    weight = opt_operand_def(Tensor)
+    bias = opt_operand_def(Tensor)
+    result = result_def(Tensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? "
+        "attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def affine_operands(self) -> list[tuple[str, SSAValue]]:
+        pairs = (("weight", self.weight), ("bias", self.bias))
+        return [(what, v) for what, v in pairs if v is not None]
+
+
+@irdl_op_definition
+class RMSNormOp(NormOp):
+    name = "npu.rms_norm"
+    ATEN: ClassVar[str] = "aten.rms_norm.default"
+    input = operand_def()
+    weight = opt_operand_def(Tensor)
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input (`weight` $weight^ `:` type($weight))? attr-dict `:` "
+        "type($input) `->` type($result)"
+    )
+
+    def affine_operands(self) -> list[tuple[str, SSAValue]]:
+        return [("weight", self.weight)] if self.weight is not None else []
+
+
+class ReduceOp(NpuOp, abc.ABC):
+    input = operand_def()
+    dims = prop_def(DenseArrayBase)
+    keepdim = opt_prop_def(UnitAttr)
+    result = result_def(Tensor)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        x = shape_of(self.input.type)
+        reduced = {normalize_dim(d, len(x)) for d in _ints(self.dims)}
+        if self.keepdim is not None:
+            expected = tuple(1 if i in reduced else d for i, d in enumerate(x))
+        else:
+            expected = tuple(d for i, d in enumerate(x) if i not in reduced)
+        _expect_shape("result", shape_of(self.result.type), expected)
+
+
+@irdl_op_definition
+class MeanOp(ReduceOp):
+    name = "npu.mean"
+    ATEN: ClassVar[str] = "aten.mean.dim"
+    traits = traits_def(Pure())
+
+    def verify_shapes(self) -> None:
+        _expect_float("operand", self.input)
+        super().verify_shapes()
+
+
+@irdl_op_definition
+class SumOp(ReduceOp):
+    name = "npu.sum"
+    ATEN: ClassVar[str] = "aten.sum.dim_IntList"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class EmbeddingOp(NpuOp):
+    """Row gather `weight[indices]`."""
+
+    name = "npu.embedding"
+    ATEN: ClassVar[str] = "aten.embedding.default"
+    weight = operand_def()
+    indices = operand_def()
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = "$weight `,` $indices attr-dict `:` functional-type(operands, results)"
+
+    def verify_shapes(self) -> None:
+        w = shape_of(self.weight.type)
+        _expect_rank("weight", w, 2)
+        idx = element_type(self.indices.type)
+        if not isinstance(idx, IntegerType) or is_bool(idx):
+            raise ShapeError(f"indices must have an integer element type, got {idx}")
+        _expect_shape("result", shape_of(self.result.type), (*shape_of(self.indices.type), w[1]))
+        _expect_same_element(
+            "result", element_type(self.result.type), element_type(self.weight.type)
+        )
+
+
+# ------------------------------------------------------------------ data movement
+
+
+class ShapeOp(NpuOp, abc.ABC):
+    """Ops that move or reinterpret data; the element type never changes."""
+
+    input = operand_def()
+    result = result_def(Tensor)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        _expect_same_element(
+            "result", element_type(self.result.type), element_type(self.input.type)
+        )
+        self.verify_result_shape(shape_of(self.input.type), shape_of(self.result.type))
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None: ...
+
+
+class ReshapeLikeOp(ShapeOp, abc.ABC):
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        a, b = numel(x), numel(r)
+        if a is not None and b is not None and a != b:
+            raise ShapeError(
+                f"cannot reshape {fmt_shape(x)} ({a} elements) to {fmt_shape(r)} ({b} elements)"
+            )
+
+
+@irdl_op_definition
+class ViewOp(ReshapeLikeOp):
+    name = "npu.view"
+    ATEN: ClassVar[str] = "aten.view.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReshapeOp(ReshapeLikeOp):
+    name = "npu.reshape"
+    ATEN: ClassVar[str] = "aten.reshape.default"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class TransposeOp(ShapeOp):
+    name = "npu.transpose"
+    ATEN: ClassVar[str] = "aten.transpose.int"
+    dim0 = prop_def(IntegerAttr)
+    dim1 = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        d0, d1 = normalize_dim(_int(self.dim0), len(x)), normalize_dim(_int(self.dim1), len(x))
+        expected = list(x)
+        expected[d0], expected[d1] = x[d1], x[d0]
+        _expect_shape("result", r, expected)
+
+
+@irdl_op_definition
+class PermuteOp(ShapeOp):
+    name = "npu.permute"
+    ATEN: ClassVar[str] = "aten.permute.default"
+    dims = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        dims = [normalize_dim(d, len(x)) for d in _ints(self.dims)]
+        if sorted(dims) != list(range(len(x))):
+            raise ShapeError(
+                f"dims {list(_ints(self.dims))} are not a permutation of rank {len(x)}"
+            )
+        _expect_shape("result", r, [x[d] for d in dims])
+
+
+@irdl_op_definition
+class ExpandOp(ShapeOp):
+    name = "npu.expand"
+    ATEN: ClassVar[str] = "aten.expand.default"
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        if len(r) < len(x):
+            raise ShapeError(f"cannot expand rank {len(x)} to smaller rank {len(r)}")
+        for i, d in enumerate(x):
+            target = r[len(r) - len(x) + i]
+            if d != 1 and not dims_equal(d, target):
+                raise ShapeError(f"cannot expand {fmt_shape(x)} to {fmt_shape(r)}")
+
+
+@irdl_op_definition
+class SliceOp(ShapeOp):
+    name = "npu.slice"
+    ATEN: ClassVar[str] = "aten.slice.Tensor"
+    dim = prop_def(IntegerAttr)
+    start = prop_def(IntegerAttr)
+    end = prop_def(IntegerAttr)
+    step = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        d = normalize_dim(_int(self.dim), len(x))
+        if _int(self.step) < 1:
+            raise ShapeError(f"step must be positive, got {_int(self.step)}")
+        expected = list(x)
+        expected[d] = slice_length(x[d], _int(self.start), _int(self.end), _int(self.step))
+        _expect_shape("result", r, expected)
+
+
+@irdl_op_definition
+class UnsqueezeOp(ShapeOp):
+    name = "npu.unsqueeze"
+    ATEN: ClassVar[str] = "aten.unsqueeze.default"
+    dim = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        d = normalize_dim(_int(self.dim), len(x) + 1)
+        _expect_shape("result", r, (*x[:d], 1, *x[d:]))
+
+
+@irdl_op_definition
+class SqueezeOp(ShapeOp):
+    name = "npu.squeeze"
+    ATEN: ClassVar[str] = "aten.squeeze.dim"
+    dim = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        d = normalize_dim(_int(self.dim), len(x))
+        expected = x[:d] + x[d + 1 :] if x and x[d] == 1 else x
+        _expect_shape("result", r, expected)
+
+
+@irdl_op_definition
+class CatOp(NpuOp):
+    name = "npu.cat"
+    ATEN: ClassVar[str] = "aten.cat.default"
+    inputs = var_operand_def(Tensor)
+    dim = prop_def(IntegerAttr)
+    result = result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = "$inputs attr-dict `:` functional-type(operands, results)"
+
+    def verify_shapes(self) -> None:
+        if not self.inputs:
+            raise ShapeError("expected at least one input")
+        first = shape_of(self.inputs[0].type)
+        d = normalize_dim(_int(self.dim), len(first))
+        total = 0
+        for i, x in enumerate(self.inputs):
+            s = shape_of(x.type)
+            if len(s) != len(first) or not shapes_equal(
+                s[:d] + s[d + 1 :], first[:d] + first[d + 1 :]
+            ):
+                raise ShapeError(
+                    f"input {i} has shape {fmt_shape(s)}, incompatible with {fmt_shape(first)} "
+                    f"outside dimension {d}"
+                )
+            _expect_same_element(
+                f"input {i}", element_type(x.type), element_type(self.inputs[0].type)
+            )
+            total = DYNAMIC if DYNAMIC in (total, s[d]) else total + s[d]
+        _expect_shape("result", shape_of(self.result.type), (*first[:d], total, *first[d + 1 :]))
+
+
+@irdl_op_definition
+class SplitOp(NpuOp):
+    """Splits along `dim` into pieces of `split_sizes` (also `chunk`)."""
+
+    name = "npu.split"
+    ATEN: ClassVar[str] = "aten.split_with_sizes.default"
+    input = operand_def()
+    dim = prop_def(IntegerAttr)
+    split_sizes = prop_def(DenseArrayBase)
+    results_ = var_result_def(Tensor)
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($results_)"
+
+    def verify_shapes(self) -> None:
+        x = shape_of(self.input.type)
+        d = normalize_dim(_int(self.dim), len(x))
+        sizes = _ints(self.split_sizes)
+        if len(sizes) != len(self.results_):
+            raise ShapeError(f"{len(sizes)} split sizes for {len(self.results_)} results")
+        if x[d] != DYNAMIC and sum(sizes) != x[d]:
+            raise ShapeError(
+                f"split sizes {list(sizes)} do not add up to dimension {d} size {x[d]}"
+            )
+        for i, (size, r) in enumerate(zip(sizes, self.results_, strict=True)):
+            _expect_shape(f"result {i}", shape_of(r.type), (*x[:d], size, *x[d + 1 :]))
+
+
+# ------------------------------------------------------------------- generic
+
+
+@irdl_attr_definition
+class OperandRefAttr(ParametrizedAttribute):
+    """Marks the place of tensor operand `index` among a generic op's ATen arguments."""
+
+    name = "npu.operand"
+    index: IntAttr
+
+    def __init__(self, index: int):
+        super().__init__(IntAttr(index))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (IntAttr(parser.parse_integer(allow_negative=False)),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(str(self.index.data))
+
+
+@irdl_op_definition
+class GenericOp(NpuOp):
+    """Any ATen op without a named counterpart; executes as a CPU callable.
+
+    Custom syntax: `npu.generic "aten.cumsum.default"(%x, 1 : i64) : (T) -> T`.
+    Positional arguments mix SSA operands and attributes (`unit` is None, `[...]` a
+    list); keyword arguments go in `kwargs {...}`.
+    """
+
+    name = "npu.generic"
+    opcode_attr = prop_def(StringAttr, prop_name="opcode")
+    args = prop_def(ArrayAttr)
+    kwargs = opt_prop_def(DictionaryAttr)
+    has_side_effects = opt_prop_def(UnitAttr)
+    inputs = var_operand_def(Tensor)
+    outputs = var_result_def(Tensor)
+
+    def __init__(
+        self,
+        opcode: str,
+        inputs: Sequence[SSAValue],
+        args: Sequence[Attribute],
+        result_types: Sequence[Attribute],
+        kwargs: dict[str, Attribute] | None = None,
+        has_side_effects: bool = False,
+    ):
+        properties: dict[str, Attribute] = {"opcode": StringAttr(opcode), "args": ArrayAttr(args)}
+        if kwargs:
+            properties["kwargs"] = DictionaryAttr(kwargs)
+        if has_side_effects:
+            properties["has_side_effects"] = UnitAttr()
+        super().__init__(operands=[inputs], result_types=[result_types], properties=properties)
+
+    @property
+    def opcode(self) -> str:
+        return self.opcode_attr.data
+
+    def verify_shapes(self) -> None:
+        seen = sorted(_operand_refs(self.args))
+        if seen != list(range(len(self.inputs))):
+            raise ShapeError(
+                f"arguments reference operands {seen}, but the op has {len(self.inputs)} operands"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GenericOp:
+        opcode = parser.parse_str_literal("ATen opcode")
+        operands: list[UnresolvedOperand] = []
+
+        def parse_arg() -> Attribute:
+            if (operand := parser.parse_optional_unresolved_operand()) is not None:
+                operands.append(operand)
+                return OperandRefAttr(len(operands) - 1)
+            if parser.parse_optional_punctuation("[") is not None:
+                if parser.parse_optional_punctuation("]") is not None:
+                    return ArrayAttr([])
+                items = [parse_arg()]
+                while parser.parse_optional_punctuation(",") is not None:
+                    items.append(parse_arg())
+                parser.parse_punctuation("]")
+                return ArrayAttr(items)
+            return parser.parse_attribute()
+
+        args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parse_arg, "argument")
+        properties: dict[str, Attribute] = {"opcode": StringAttr(opcode), "args": ArrayAttr(args)}
+        if parser.parse_optional_keyword("kwargs") is not None:
+            properties["kwargs"] = DictionaryAttr(parser.parse_optional_attr_dict())
+        if parser.parse_optional_keyword("side_effects") is not None:
+            properties["has_side_effects"] = UnitAttr()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        func_type = parser.parse_function_type()
+        if len(func_type.inputs) != len(operands):
+            parser.raise_error(
+                f"{len(operands)} operands but {len(func_type.inputs)} operand types"
+            )
+        values = parser.resolve_operands(operands, func_type.inputs.data, parser.pos)
+        op = cls.create(
+            operands=values,
+            result_types=func_type.outputs.data,
+            properties=properties,
+            attributes=attributes,
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.opcode)
+
+        def print_arg(arg: Attribute) -> None:
+            if isinstance(arg, OperandRefAttr):
+                printer.print_operand(self.inputs[arg.index.data])
+            elif isinstance(arg, ArrayAttr):
+                printer.print_string("[")
+                printer.print_list(arg.data, print_arg)
+                printer.print_string("]")
+            else:
+                printer.print_attribute(arg)
+
+        printer.print_string("(")
+        printer.print_list(self.args.data, print_arg)
+        printer.print_string(")")
+        if self.kwargs is not None:
+            printer.print_string(" kwargs")
+            printer.print_op_attributes(self.kwargs.data)
+        if self.has_side_effects is not None:
+            printer.print_string(" side_effects")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type(self.inputs.types, self.outputs.types)
+
+
+def _operand_refs(attr: Attribute) -> list[int]:
+    if isinstance(attr, OperandRefAttr):
+        return [attr.index.data]
+    if isinstance(attr, ArrayAttr):
+        return [i for item in attr.data for i in _operand_refs(item)]
+    return []
+
+
+# ------------------------------------------------------------------- dialect
+
+NAMED_OPS: tuple[type[NpuOp], ...] = (
+    NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, SinOp, CosOp, ErfOp,
+    ReluOp, SigmoidOp, SiluOp, GeluOp, ContiguousOp, DropoutOp,
+    AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp,
+    EqOp, NeOp, LtOp, LeOp, GtOp, GeOp, AndOp, OrOp, WhereOp, CastOp, ConstantOp,
+    MatmulOp, LinearOp, AddmmOp, FusedLinearOp, SDPAOp,
+    SoftmaxOp, LayerNormOp, RMSNormOp, MeanOp, SumOp, EmbeddingOp,
+    ViewOp, ReshapeOp, TransposeOp, PermuteOp, ExpandOp, SliceOp, UnsqueezeOp, SqueezeOp,
+    CatOp, SplitOp,
+)  # fmt: skip
+
+NPU = Dialect("npu", [*NAMED_OPS, GenericOp], [OperandRefAttr])
+
+__all__ = ["NAMED_OPS", "NPU", "BoolAttr", "FunctionType", "GenericOp", "NpuOp", "i64"]

@@ -1,0 +1,48 @@
+"""One-line diagnostics: `file:line:col: error: message`, as MLIR prints them."""
+
+from __future__ import annotations
+
+import sys
+
+from xdsl.dialects.builtin import FileLineColLoc, UnknownLoc
+from xdsl.ir import Attribute, Operation
+from xdsl.utils.exceptions import ParseError
+
+
+class ForgeError(Exception):
+    """An error meant for the user: printed as one line, exit code 1."""
+
+    def __init__(self, message: str, location: str | None = None):
+        super().__init__(message)
+        self.location = location
+
+    def __str__(self) -> str:
+        message = " ".join(super().__str__().split())
+        prefix = f"{self.location}: " if self.location else ""
+        return f"{prefix}error: {message}"
+
+
+def one_line(text: str) -> str:
+    """Collapse a message onto one line (xDSL messages often span several)."""
+    return " ".join(str(text).split())
+
+
+def parse_error(e: ParseError) -> ForgeError:
+    return ForgeError(one_line(e.msg), str(e.span.get_location()))
+
+
+def location_of(loc: Attribute) -> str | None:
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    if isinstance(loc, UnknownLoc):
+        return None
+    return None
+
+
+def op_error(op: Operation, message: str) -> ForgeError:
+    return ForgeError(f"'{op.name}' op {one_line(message)}", location_of(op.location))
+
+
+def report(error: ForgeError, tool: str) -> int:
+    print(f"{tool}: {error}" if error.location is None else str(error), file=sys.stderr)
+    return 1

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Build intel-npu-acceleration-library 1.4.0 (NNFactory) from its sdist against the
+# openvino==2024.4.0 wheel and install it into the given virtual environment.
+#
+# The sdist's CMake downloads OpenVINO from the internet and refuses non-Ubuntu Linux;
+# we point FetchContent at the unpacked PyPI wheel instead (see ../shared/DESIGN.md).
+set -euo pipefail
+
+VENV=${1:?usage: build_nnfactory.sh VENV}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY="$VENV/bin/python"
+NPU_VERSION=1.4.0
+OV_VERSION=2024.4.0
+BUILD=$ROOT/build/nnfactory
+SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+PKG=$SITE/intel_npu_acceleration_library
+
+if [ -f "$PKG/lib/libintel_npu_acceleration_library.so" ] && [ -f "$PKG/.forge-built-$NPU_VERSION" ]; then
+  echo "[nnfactory] already installed in $PKG"
+  exit 0
+fi
+
+echo "[nnfactory] building intel-npu-acceleration-library $NPU_VERSION against openvino $OV_VERSION"
+mkdir -p "$BUILD/dl"
+pip_dl() { "$PY" -m pip download -q --disable-pip-version-check --no-deps -d "$BUILD/dl" "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+[ -f "$BUILD/dl/intel_npu_acceleration_library-$NPU_VERSION.tar.gz" ] \
+  || pip_dl --no-binary :all: "intel-npu-acceleration-library==$NPU_VERSION"
+ls "$BUILD"/dl/openvino-"$OV_VERSION"-*.whl >/dev/null 2>&1 \
+  || pip_dl --only-binary :all: "openvino==$OV_VERSION"
+
+SDIST=$BUILD/intel_npu_acceleration_library-$NPU_VERSION
+OVWHEEL=$BUILD/openvino-wheel
+OVROOT=$BUILD/openvino-root
+rm -rf "$SDIST" "$OVWHEEL" "$OVROOT" "$BUILD/cmake" "$BUILD/lib"
+tar -xzf "$BUILD/dl/intel_npu_acceleration_library-$NPU_VERSION.tar.gz" -C "$BUILD"
+"$PY" -m zipfile -e "$(ls "$BUILD"/dl/openvino-"$OV_VERSION"-*.whl | head -n1)" "$OVWHEEL"
+
+# FetchContent expects an OpenVINO release archive layout.
+mkdir -p "$OVROOT/runtime/lib"
+ln -s "$OVWHEEL/openvino/cmake" "$OVROOT/runtime/cmake"
+ln -s "$OVWHEEL/openvino/libs" "$OVROOT/runtime/lib/intel64"
+ln -s "$OVWHEEL/openvino" "$OVROOT/openvino"
+
+CMAKE=$(command -v cmake || true)
+if [ -z "$CMAKE" ]; then
+  "$PY" -m pip install -q --disable-pip-version-check cmake 2>&1 | grep -v "^WARNING: Location" || true
+  CMAKE=$VENV/bin/cmake
+fi
+
+"$CMAKE" -S "$SDIST" -B "$BUILD/cmake" -DCMAKE_BUILD_TYPE=Release \
+  -DOV_LIBRARY_URL=file:///unused -DFETCHCONTENT_SOURCE_DIR_OPENVINO="$OVROOT" \
+  -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$BUILD/lib" >"$BUILD/cmake.log" 2>&1 \
+  || { tail -n 20 "$BUILD/cmake.log" >&2; echo "[nnfactory] error: cmake configure failed" >&2; exit 1; }
+"$CMAKE" --build "$BUILD/cmake" -j 2 >>"$BUILD/cmake.log" 2>&1 \
+  || { tail -n 20 "$BUILD/cmake.log" >&2; echo "[nnfactory] error: build failed" >&2; exit 1; }
+
+rm -rf "$PKG"
+cp -r "$SDIST/intel_npu_acceleration_library" "$PKG"
+mkdir -p "$PKG/lib"
+cp -a "$BUILD"/lib/*.so* "$PKG/lib/"
+ln -sf "$(basename "$(ls "$PKG"/lib/libopenvino.so.* | head -n1)")" "$PKG/lib/libopenvino.so"
+touch "$PKG/.forge-built-$NPU_VERSION"
+echo "[nnfactory] installed into $PKG"

@@ -1,0 +1,219 @@
+"""`forge-opt`: the `mlir-opt`/`xdsl-opt` of Forge.
+
+Parses `.mlir` with the builtin, func, arith and npu dialects, runs a `-p` pipeline
+of registered passes and prints the result. Every user error ends in one
+`file:line:col: error: ...` line on stderr and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO, NoReturn
+
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
+
+TOOL = "forge-opt"
+
+
+class LocatingParser(Parser):
+    """Records each op's source position as its location, as MLIR's parser does."""
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            where = start.get_location()
+            op.location = FileLineColLoc(
+                StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
+            )
+        return op
+
+
+def first_invalid_op(module: ModuleOp) -> tuple[Operation, Exception] | None:
+    """The first op, in textual order, whose own verifier fails."""
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except Exception as e:
+            return op, e
+    return None
+
+
+def verify_module(module: ModuleOp, after: str | None = None) -> None:
+    try:
+        module.verify()
+    except Exception as e:
+        found = first_invalid_op(module)
+        suffix = f" (after pass '{after}')" if after else ""
+        if found is None:
+            raise ForgeError(one_line(str(e)) + suffix) from e
+        op, error = found
+        raise op_error(op, one_line(str(error)) + suffix) from e
+
+
+class ForgeOptMain(xDSLOptMain):
+    version_format = "forge-opt (xdsl {xdsl_version})"
+
+    def __init__(self, args: Sequence[str] | None = None):
+        super().__init__(description="Forge modular optimizer driver", args=args)
+
+    # ----------------------------------------------------------- registration
+
+    def register_all_dialects(self) -> None:
+        from forge.dialects.npu import NPU
+        from xdsl.dialects.arith import Arith
+        from xdsl.dialects.builtin import Builtin
+        from xdsl.dialects.func import Func
+
+        for dialect in (Builtin, Func, Arith, NPU):
+            self.ctx.load_dialect(dialect)
+
+    def register_all_passes(self) -> None:
+        from forge.transforms import get_all_passes
+
+        for name, factory in get_all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.error = self._usage_error  # type: ignore[method-assign]
+        arg_parser.add_argument(
+            "--print-ir-after-all",
+            action="store_true",
+            help="Print the IR to stderr after every pass (MLIR's --mlir-print-ir-after-all)",
+        )
+        arg_parser.add_argument(
+            "--list-passes", action="store_true", help="List the registered passes and exit"
+        )
+
+    @staticmethod
+    def _usage_error(message: str) -> NoReturn:
+        raise ForgeError(one_line(message))
+
+    # ---------------------------------------------------------------- driving
+
+    def setup_pipeline(self) -> None:
+        self._timings: list[tuple[str, float]] = []
+        self._pass_start = 0.0
+        try:
+            self.pipeline = PassPipeline.parse_spec(
+                self.available_passes, self.args.passes, self._after_pass
+            )
+        except Exception as e:  # unknown pass, bad option: xDSL raises several kinds
+            message = one_line(str(e)).removeprefix("Error parsing pass pipeline specification: ")
+            raise ForgeError(f"invalid pass pipeline '{self.args.passes}': {message}") from e
+
+    def _after_pass(
+        self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
+    ) -> None:
+        now = time.perf_counter()
+        if previous is not None:
+            self._timings.append((previous.name, now - self._pass_start))
+            if not self.args.disable_verify:
+                verify_module(module, after=previous.name)
+            if self.args.print_ir_after_all:
+                print(f"// -----// IR Dump After {previous.name} //----- //", file=sys.stderr)
+                Printer(stream=sys.stderr).print_op(module)
+                print(file=sys.stderr)
+            elif self.args.print_between_passes and next_pass is not None:
+                print(f"IR after {previous.name}:")
+                Printer(stream=sys.stdout).print_op(module)
+                print("\n\n")
+        self._pass_start = time.perf_counter()
+
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp:
+        text = chunk.read().decode()
+        if start_offset:
+            text = "\n" * start_offset + text  # keep line numbers true under --split-input-file
+        parser = LocatingParser(self.ctx, text, self.get_input_name())
+        module = parser.parse_module(not self.args.no_implicit_module)
+        if not self.args.disable_verify:
+            verify_module(module)
+        return module
+
+    def run(self) -> None:
+        if self.args.list_passes:
+            for name in sorted(self.available_passes):
+                print(name)
+            return
+        chunks, _ = self.prepare_input()
+        output = self.prepare_output()
+        try:
+            for i, (chunk, offset) in enumerate(chunks):
+                if i > 0:
+                    output.write("// -----\n")
+                try:
+                    module = self.parse_chunk(chunk, "mlir", offset)
+                    self.apply_passes(module)
+                    output.write(self.output_resulting_program(module))
+                except (ForgeError, ParseError, DiagnosticException) as e:
+                    if not self._expected_diagnostic(e):
+                        raise
+                finally:
+                    chunk.close()
+                output.flush()
+        finally:
+            if output is not sys.stdout:
+                output.close()
+        if self.args.time_passes:
+            self.print_timings()
+
+    def _expected_diagnostic(self, e: Exception) -> bool:
+        """Under --verify-diagnostics / --parsing-diagnostics, print and continue."""
+        as_forge = parse_error(e) if isinstance(e, ParseError) else e
+        if isinstance(e, ParseError) and self.args.parsing_diagnostics:
+            print(as_forge)
+            return True
+        if not isinstance(e, ParseError) and self.args.verify_diagnostics:
+            print(as_forge if isinstance(e, ForgeError) else f"error: {one_line(str(e))}")
+            return True
+        return False
+
+    def print_timings(self) -> None:
+        total = sum(t for _, t in self._timings)
+        print("===-- Pass execution timing report --===", file=sys.stderr)
+        print(f"  Total: {total * 1e3:.3f} ms", file=sys.stderr)
+        for name, seconds in self._timings:
+            print(f"  {seconds * 1e3:10.3f} ms  {name}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        ForgeOptMain(args=argv).run()
+    except ForgeError as e:
+        return report(e, TOOL)
+    except ParseError as e:
+        return report(parse_error(e), TOOL)
+    except PassFailedException as e:
+        return report(ForgeError(f"pass failed: {one_line(str(e))}"), TOOL)
+    except DiagnosticException as e:
+        return report(ForgeError(one_line(str(e))), TOOL)
+    except (OSError, UnicodeDecodeError) as e:
+        return report(ForgeError(one_line(str(e))), TOOL)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if os.environ.get("FORGE_TRACEBACK"):
+            raise
+        message = (
+            f"internal error: {type(e).__name__}: {one_line(str(e))} "
+            "(FORGE_TRACEBACK=1 shows the trace)"
+        )
+        return report(ForgeError(message), TOOL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
