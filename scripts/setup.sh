@@ -18,11 +18,17 @@ fi
 
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing forge and its dependencies (torch==2.13.0, xdsl, lit, filecheck, ...)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 \
-    | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -c "import torch, xdsl, forge" \
-    || { echo "[setup] error: the Python dependencies did not install" >&2; exit 1; }
+  mkdir -p "$ROOT/build"
+  log=$ROOT/build/pip.log
+  if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
+         && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"; } >"$log" 2>&1
+  then
+    grep -v "^WARNING: Location" "$log" | tail -n 20 >&2
+    echo "[setup] error: pip failed; full log in $log" >&2
+    exit 1
+  fi
   bash scripts/build_nnfactory.sh "$VENV"
   echo "$want" > "$STAMP"
+else
+  echo "[setup] environment is up to date ($VENV)"
 fi
