@@ -10,12 +10,13 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
+PATCH_LEVEL=1  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 PKG=$SITE/intel_npu_acceleration_library
 
-if [ -f "$PKG/lib/libintel_npu_acceleration_library.so" ] && [ -f "$PKG/.forge-built-$NPU_VERSION" ]; then
+if [ -f "$PKG/lib/libintel_npu_acceleration_library.so" ] && [ -f "$PKG/.forge-built-$NPU_VERSION-p$PATCH_LEVEL" ]; then
   echo "[nnfactory] already installed in $PKG"
   exit 0
 fi
@@ -34,6 +35,21 @@ OVROOT=$BUILD/openvino-root
 rm -rf "$SDIST" "$OVWHEEL" "$OVROOT" "$BUILD/cmake" "$BUILD/lib"
 tar -xzf "$BUILD/dl/intel_npu_acceleration_library-$NPU_VERSION.tar.gz" -C "$BUILD"
 "$PY" -m zipfile -e "$(ls "$BUILD"/dl/openvino-"$OV_VERSION"-*.whl | head -n1)" "$OVWHEEL"
+
+# Upstream sets OpenVINO's model cache to "./cache", writing blobs into whatever the
+# working directory is. Make it opt-in: NNFACTORY_CACHE_DIR=<dir> enables it.
+INFERENCE_H=$SDIST/include/intel_npu_acceleration_library/inference.h
+"$PY" - "$INFERENCE_H" <<'PYEOF'
+import sys
+path = sys.argv[1]
+src = open(path).read()
+old = 'core.set_property(ov::cache_dir("cache"));'
+new = ('if (const char* cache_dir = std::getenv("NNFACTORY_CACHE_DIR")) '
+       '{ core.set_property(ov::cache_dir(cache_dir)); }')
+assert old in src, "inference.h changed upstream; update the cache-dir patch"
+src = "#include <cstdlib>\n" + src.replace(old, new)
+open(path, "w").write(src)
+PYEOF
 
 # FetchContent expects an OpenVINO release archive layout.
 mkdir -p "$OVROOT/runtime/lib"
@@ -59,5 +75,5 @@ cp -r "$SDIST/intel_npu_acceleration_library" "$PKG"
 mkdir -p "$PKG/lib"
 cp -a "$BUILD"/lib/*.so* "$PKG/lib/"
 ln -sf "$(basename "$(ls "$PKG"/lib/libopenvino.so.* | head -n1)")" "$PKG/lib/libopenvino.so"
-touch "$PKG/.forge-built-$NPU_VERSION"
+touch "$PKG/.forge-built-$NPU_VERSION-p$PATCH_LEVEL"
 echo "[nnfactory] installed into $PKG"
