@@ -12,21 +12,6 @@ import abc
 from collections.abc import Sequence
 from typing import ClassVar
 
-from forge.dialects.shapes import (
-    DYNAMIC,
-    ShapeError,
-    broadcast,
-    dims_equal,
-    element_type,
-    fmt_shape,
-    is_bool,
-    is_float,
-    normalize_dim,
-    numel,
-    shape_of,
-    shapes_equal,
-    slice_length,
-)
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
@@ -67,6 +52,22 @@ from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from forge.dialects.shapes import (
+    DYNAMIC,
+    ShapeError,
+    broadcast,
+    dims_equal,
+    element_type,
+    fmt_shape,
+    is_bool,
+    is_float,
+    normalize_dim,
+    numel,
+    shape_of,
+    shapes_equal,
+    slice_length,
+)
 
 Tensor = base(TensorType)
 DEVICES = ("npu", "cpu")

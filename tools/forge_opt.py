@@ -72,10 +72,11 @@ class ForgeOptMain(xDSLOptMain):
     # ----------------------------------------------------------- registration
 
     def register_all_dialects(self) -> None:
-        from forge.dialects.npu import NPU
         from xdsl.dialects.arith import Arith
         from xdsl.dialects.builtin import Builtin
         from xdsl.dialects.func import Func
+
+        from forge.dialects.npu import NPU
 
         for dialect in (Builtin, Func, Arith, NPU):
             self.ctx.load_dialect(dialect)

@@ -82,7 +82,7 @@ def test_mutated_inputs_never_escape_as_exceptions(
     """Random byte-level mutations of a real file: success or exit 1, nothing else."""
     text = SAMPLE.read_text()
     rng = random.Random(0)
-    alphabet = "%:<>(){}[],=x0123456789-. \nnpu.fgtensorf32i64\"@"
+    alphabet = '%:<>(){}[],=x0123456789-. \nnpu.fgtensorf32i64"@'
     for i in range(60):
         chars = list(text)
         for _ in range(rng.randint(1, 4)):
