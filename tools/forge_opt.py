@@ -19,7 +19,12 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    PassFailedException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
@@ -39,6 +44,13 @@ class LocatingParser(Parser):
                 StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
             )
         return op
+
+
+def spec_error(e: ArgSpecParseError) -> str:
+    """`Expected argument name here (column 5)` from xDSL's multi-line spec error."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    column = lines[1].rsplit(":", 1)[-1] if len(lines) > 1 else "?"
+    return f"{lines[-1]} (column {column})"
 
 
 def first_invalid_op(module: ModuleOp) -> tuple[Operation, Exception] | None:
@@ -112,9 +124,12 @@ class ForgeOptMain(xDSLOptMain):
             self.pipeline = PassPipeline.parse_spec(
                 self.available_passes, self.args.passes, self._after_pass
             )
+        except ArgSpecParseError as e:  # a BaseException in xDSL; its text spans lines
+            raise ForgeError(f"invalid pass pipeline '{self.args.passes}': {spec_error(e)}") from e
         except Exception as e:  # unknown pass, bad option: xDSL raises several kinds
-            message = one_line(str(e)).removeprefix("Error parsing pass pipeline specification: ")
-            raise ForgeError(f"invalid pass pipeline '{self.args.passes}': {message}") from e
+            raise ForgeError(
+                f"invalid pass pipeline '{self.args.passes}': {one_line(str(e))}"
+            ) from e
 
     def _after_pass(
         self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None

@@ -12,6 +12,13 @@
 // OPTION: forge-opt: error: invalid pass pipeline 'cse{bogus=1}': Provided arguments ["bogus"] not found
 // OPTION-NOT: Traceback
 
+// RUN: not forge-opt %s -p "apply-individual-rewrite{matched_operation_index=abc}" 2>&1 | filecheck %s --check-prefix=VALUE
+// VALUE: forge-opt: error: invalid pass pipeline '{{.*}}': Incompatible types: given ('abc',), expected <class 'int'>
+
+// RUN: not forge-opt %s -p "cse{" 2>&1 | filecheck %s --check-prefix=SPEC
+// SPEC: forge-opt: error: invalid pass pipeline 'cse{': Expected argument name here (column 5)
+// SPEC-NOT: Traceback
+
 // RUN: not forge-opt %s --no-such-flag 2>&1 | filecheck %s --check-prefix=FLAG
 // FLAG: forge-opt: error: unrecognized arguments: --no-such-flag
 

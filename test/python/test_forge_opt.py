@@ -43,6 +43,7 @@ def test_round_trip_is_identity(tmp_path: Path, capsys: pytest.CaptureFixture[st
         ([], "garbage\n", "error: Operation garbage is not registered"),
         ([str(SAMPLE), "-p", "no-such-pass"], "", "Unrecognized passes: ['no-such-pass']"),
         ([str(SAMPLE), "-p", "cse{bogus=1}"], "", 'Provided arguments ["bogus"] not found'),
+        ([str(SAMPLE), "-p", "cse{"], "", "Expected argument name here (column 5)"),
         ([str(SAMPLE), "--no-such-flag"], "", "unrecognized arguments: --no-such-flag"),
         (["/does/not/exist.mlir"], "", "No such file or directory"),
     ],
