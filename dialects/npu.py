@@ -50,7 +50,13 @@ from xdsl.irdl import (
 from xdsl.irdl import operand_def as _operand_def
 from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
-from xdsl.traits import ConstantLike, Pure
+from xdsl.traits import (
+    ConstantLike,
+    EffectInstance,
+    MemoryEffect,
+    MemoryEffectKind,
+    Pure,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from forge.dialects.shapes import (
@@ -139,6 +145,20 @@ def _int(attr: IntegerAttr) -> int:
 
 def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
     return tuple(attr.get_values())  # type: ignore[arg-type]
+
+
+class EffectfulWhen(MemoryEffect):
+    """Pure unless the op carries the unit property `EFFECT_FLAG` (e.g. `has_side_effects`).
+
+    Lets DCE and CSE treat generic ATen ops and eval-mode dropout as pure values.
+    """
+
+    @classmethod
+    def get_effects(cls, op: Operation) -> set[EffectInstance] | None:
+        flag = getattr(op, "EFFECT_FLAG", "")
+        if flag and flag in op.properties:
+            return {EffectInstance(MemoryEffectKind.WRITE)}
+        return set()
 
 
 # ----------------------------------------------------------------- elementwise
@@ -296,8 +316,10 @@ class DropoutOp(UnaryOp):
 
     name = "npu.dropout"
     ATEN: ClassVar[str] = "aten.dropout.default"
+    EFFECT_FLAG: ClassVar[str] = "train"
     p = prop_def(FloatAttr)
     train = opt_prop_def(UnitAttr)
+    traits = traits_def(EffectfulWhen())
 
     def verify_shapes(self) -> None:
         super().verify_shapes()
@@ -1064,6 +1086,8 @@ class GenericOp(NpuOp):
     """
 
     name = "npu.generic"
+    EFFECT_FLAG: ClassVar[str] = "has_side_effects"
+    traits = traits_def(EffectfulWhen())
     opcode_attr = prop_def(StringAttr, prop_name="opcode")
     args = prop_def(ArrayAttr)
     kwargs = opt_prop_def(DictionaryAttr)
