@@ -129,6 +129,14 @@ def _expect_rank(what: str, shape: Sequence[int], rank: int, at_least: bool = Fa
         raise ShapeError(f"{what} must have rank {bound}{rank}, got rank {len(shape)}")
 
 
+def _expect_broadcasts_to(what: str, shape: Sequence[int], target: Sequence[int]) -> None:
+    """`shape` must broadcast to `target` without growing it (a bias, a mask)."""
+    if not shapes_equal(broadcast(shape, target), target):
+        raise ShapeError(
+            f"{what} of shape {fmt_shape(shape)} does not broadcast to {fmt_shape(target)}"
+        )
+
+
 def _expect_same_element(what: str, actual: Attribute, expected: Attribute) -> None:
     if actual != expected:
         raise ShapeError(f"{what} has element type {actual}, expected {expected}")
@@ -346,9 +354,13 @@ class BinaryOp(NpuOp, abc.ABC):
         self.verify_element_types()
 
     def verify_element_types(self) -> None:
-        lhs = element_type(self.lhs.type)
-        if self.rhs is None or element_type(self.rhs.type) == lhs:
-            _expect_same_element("result", element_type(self.result.type), lhs)
+        """Same-typed operands keep their type, except that ints may promote to float
+        (true division, an int tensor times a float scalar), as ATen does."""
+        lhs, result = element_type(self.lhs.type), element_type(self.result.type)
+        if self.rhs is not None and element_type(self.rhs.type) != lhs:
+            return
+        if result != lhs and not (is_float(result) and not is_float(lhs)):
+            raise ShapeError(f"result has element type {result}, expected {lhs}")
 
 
 @irdl_op_definition
@@ -591,10 +603,13 @@ def _verify_linear(
         raise ShapeError(
             f"input features {xs[-1]} do not match weight {fmt_shape(ws)} (layout {layout})"
         )
+    out = (*xs[:-1], n)
+    _expect_shape("result", shape_of(result.type), out)
+    checked = [("weight", w), ("result", result)]
     if b is not None:
-        broadcast(shape_of(b.type), (*xs[:-1], n))
-    _expect_shape("result", shape_of(result.type), (*xs[:-1], n))
-    for what, v in (("weight", w), ("result", result)):
+        _expect_broadcasts_to("bias", shape_of(b.type), out)
+        checked.append(("bias", b))
+    for what, v in checked:
         _expect_same_element(what, element_type(v.type), element_type(x.type))
 
 
@@ -701,13 +716,18 @@ class SDPAOp(NpuOp):
         if not dims_equal(k[-2], v[-2]):
             raise ShapeError(f"key length {k[-2]} differs from value length {v[-2]}")
         if len(q) >= 3:
-            hq, hk = q[-3], k[-3]
-            if DYNAMIC not in (hq, hk) and (hk == 0 or hq % hk != 0 or v[-3] != hk):
-                raise ShapeError(
-                    f"query heads {hq} are not a multiple of key/value heads {hk}/{v[-3]}"
-                )
+            hq, hk, hv = q[-3], k[-3], v[-3]
+            if not dims_equal(hk, hv):
+                raise ShapeError(f"key heads {hk} differ from value heads {hv}")
+            if DYNAMIC not in (hq, hk) and (hk == 0 or hq % hk != 0):
+                raise ShapeError(f"query heads {hq} are not a multiple of key/value heads {hk}")
         if self.mask is not None:
-            broadcast(shape_of(self.mask.type), (*q[:-1], k[-2]))
+            _expect_broadcasts_to("mask", shape_of(self.mask.type), (*q[:-1], k[-2]))
+            mask_element = element_type(self.mask.type)
+            if not is_bool(mask_element) and mask_element != element_type(self.query.type):
+                raise ShapeError(
+                    f"mask must have element type i1 or the query's, got {mask_element}"
+                )
         _expect_shape("result", shape_of(self.result.type), (*q[:-1], v[-1]))
         for what, x in (("key", self.key), ("value", self.value), ("result", self.result)):
             _expect_same_element(what, element_type(x.type), element_type(self.query.type))
@@ -755,6 +775,9 @@ class NormOp(NpuOp, abc.ABC):
         for what, v in self.affine_operands():
             _expect_shape(what, shape_of(v.type), norm)
         _expect_shape("result", shape_of(self.results[0].type), shape)
+        _expect_same_element("result", element_type(self.results[0].type), element_type(x.type))
+        for what, v in self.affine_operands():
+            _expect_same_element(what, element_type(v.type), element_type(x.type))
 
     def affine_operands(self) -> list[tuple[str, SSAValue]]: ...
 
@@ -808,7 +831,8 @@ class ReduceOp(NpuOp, abc.ABC):
 
     def verify_shapes(self) -> None:
         x = shape_of(self.input.type)
-        reduced = {normalize_dim(d, len(x)) for d in _ints(self.dims)}
+        dims = _ints(self.dims) or tuple(range(len(x)))  # ATen: dim=[] reduces everything
+        reduced = {normalize_dim(d, len(x)) for d in dims}
         if self.keepdim is not None:
             expected = tuple(1 if i in reduced else d for i, d in enumerate(x))
         else:
@@ -912,6 +936,9 @@ class TransposeOp(ShapeOp):
 
     def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
         d0, d1 = normalize_dim(_int(self.dim0), len(x)), normalize_dim(_int(self.dim1), len(x))
+        if not x:  # ATen allows transposing a scalar: a no-op
+            _expect_shape("result", r, x)
+            return
         expected = list(x)
         expected[d0], expected[d1] = x[d1], x[d0]
         _expect_shape("result", r, expected)
@@ -988,8 +1015,10 @@ class SqueezeOp(ShapeOp):
 
     def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
         d = normalize_dim(_int(self.dim), len(x))
-        expected = x[:d] + x[d + 1 :] if x and x[d] == 1 else x
-        _expect_shape("result", r, expected)
+        squeezed = x[:d] + x[d + 1 :]
+        if x and x[d] == DYNAMIC and shapes_equal(r, squeezed):
+            return  # a `?` dimension may turn out to be 1
+        _expect_shape("result", r, squeezed if x and x[d] == 1 else x)
 
 
 @irdl_op_definition
@@ -1007,6 +1036,8 @@ class CatOp(NpuOp):
         if not self.inputs:
             raise ShapeError("expected at least one input")
         first = shape_of(self.inputs[0].type)
+        if not first:
+            raise ShapeError("zero-dimensional tensors cannot be concatenated")
         d = normalize_dim(_int(self.dim), len(first))
         total = 0
         for i, x in enumerate(self.inputs):
@@ -1116,10 +1147,11 @@ class GenericOp(NpuOp):
         return self.opcode_attr.data
 
     def verify_shapes(self) -> None:
-        seen = sorted(_operand_refs(self.args))
+        seen = _operand_refs(self.args)
         if seen != list(range(len(self.inputs))):
             raise ShapeError(
-                f"arguments reference operands {seen}, but the op has {len(self.inputs)} operands"
+                f"arguments must reference operands 0..{len(self.inputs) - 1} once each, in "
+                f"order; they reference {seen}"
             )
 
     @classmethod
@@ -1144,15 +1176,21 @@ class GenericOp(NpuOp):
         args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parse_arg, "argument")
         properties: dict[str, Attribute] = {"opcode": StringAttr(opcode), "args": ArrayAttr(args)}
         if parser.parse_optional_keyword("kwargs") is not None:
-            properties["kwargs"] = DictionaryAttr(parser.parse_optional_attr_dict())
+            kwargs = parser.parse_attribute()
+            if not isinstance(kwargs, DictionaryAttr):
+                parser.raise_error("expected a dictionary of keyword arguments after 'kwargs'")
+            properties["kwargs"] = kwargs
         if parser.parse_optional_keyword("side_effects") is not None:
             properties["has_side_effects"] = UnitAttr()
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        type_start = parser.pos
         func_type = parser.parse_function_type()
         if len(func_type.inputs) != len(operands):
             parser.raise_error(
-                f"{len(operands)} operands but {len(func_type.inputs)} operand types"
+                f"{len(operands)} operands but {len(func_type.inputs)} operand types",
+                type_start,
+                parser.pos,
             )
         values = parser.resolve_operands(operands, func_type.inputs.data, parser.pos)
         op = cls.create(
@@ -1181,8 +1219,8 @@ class GenericOp(NpuOp):
         printer.print_list(self.args.data, print_arg)
         printer.print_string(")")
         if self.kwargs is not None:
-            printer.print_string(" kwargs")
-            printer.print_op_attributes(self.kwargs.data)
+            printer.print_string(" kwargs ")
+            printer.print_attribute(self.kwargs)
         if self.has_side_effects is not None:
             printer.print_string(" side_effects")
         printer.print_op_attributes(self.attributes)

@@ -79,9 +79,10 @@ def broadcast(*shapes: Sequence[int]) -> Shape:
 
 def normalize_dim(dim: int, rank: int) -> int:
     """Map a possibly negative dimension index into [0, rank); ShapeError if out of range."""
-    if not -rank <= dim < max(rank, 1):
+    bound = max(rank, 1)  # ATen lets a scalar take dims -1 and 0
+    if not -bound <= dim < bound:
         raise ShapeError(f"dimension {dim} is out of range for rank {rank}")
-    return dim % rank if rank else 0
+    return dim % bound if rank else 0
 
 
 def numel(shape: Sequence[int]) -> int | None:
