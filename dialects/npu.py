@@ -522,9 +522,10 @@ class WhereOp(NpuOp):
                 "on_false", element_type(self.on_false.type), element_type(self.on_true.type)
             )
         _expect_shape("result", shape_of(self.result.type), broadcast(*shapes))
-        _expect_same_element(
-            "result", element_type(self.result.type), element_type(self.on_true.type)
-        )
+        result, on_true = element_type(self.result.type), element_type(self.on_true.type)
+        promoted = self.scalar is not None and is_float(result) and not is_float(on_true)
+        if result != on_true and not promoted:
+            raise ShapeError(f"result has element type {result}, expected {on_true}")
 
 
 @irdl_op_definition
@@ -711,6 +712,11 @@ class SDPAOp(NpuOp):
             _expect_rank(what, s, 2, at_least=True)
         if not (len(q) == len(k) == len(v)):
             raise ShapeError(f"query, key and value ranks differ: {len(q)}, {len(k)}, {len(v)}")
+        for what, s in (("key", k), ("value", v)):
+            if not shapes_equal(s[:-3], q[:-3]):
+                raise ShapeError(
+                    f"{what} batch dims {fmt_shape(s[:-3])} differ from query's {fmt_shape(q[:-3])}"
+                )
         if not dims_equal(q[-1], k[-1]):
             raise ShapeError(f"query head size {q[-1]} differs from key head size {k[-1]}")
         if not dims_equal(k[-2], v[-2]):
@@ -832,12 +838,21 @@ class ReduceOp(NpuOp, abc.ABC):
     def verify_shapes(self) -> None:
         x = shape_of(self.input.type)
         dims = _ints(self.dims) or tuple(range(len(x)))  # ATen: dim=[] reduces everything
-        reduced = {normalize_dim(d, len(x)) for d in dims}
+        normalized = [normalize_dim(d, len(x)) for d in dims]
+        reduced = set(normalized)
+        if len(reduced) != len(normalized):
+            raise ShapeError(f"dims {list(dims)} name a dimension more than once")
+        self.verify_result_element()
         if self.keepdim is not None:
             expected = tuple(1 if i in reduced else d for i, d in enumerate(x))
         else:
             expected = tuple(d for i, d in enumerate(x) if i not in reduced)
         _expect_shape("result", shape_of(self.result.type), expected)
+
+    def verify_result_element(self) -> None:
+        _expect_same_element(
+            "result", element_type(self.result.type), element_type(self.input.type)
+        )
 
 
 @irdl_op_definition
@@ -856,6 +871,13 @@ class SumOp(ReduceOp):
     name = "npu.sum"
     ATEN: ClassVar[str] = "aten.sum.dim_IntList"
     traits = traits_def(Pure())
+
+    def verify_result_element(self) -> None:
+        source = element_type(self.input.type)
+        if is_float(source):
+            super().verify_result_element()
+        else:  # ATen sums integers and booleans in i64
+            _expect_same_element("result", element_type(self.result.type), i64)
 
 
 @irdl_op_definition
@@ -986,6 +1008,7 @@ class SliceOp(ShapeOp):
     traits = traits_def(Pure())
 
     def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
+        _expect_rank("input", x, 1, at_least=True)
         d = normalize_dim(_int(self.dim), len(x))
         if _int(self.step) < 1:
             raise ShapeError(f"step must be positive, got {_int(self.step)}")
@@ -1054,6 +1077,9 @@ class CatOp(NpuOp):
             )
             total = DYNAMIC if DYNAMIC in (total, s[d]) else total + s[d]
         _expect_shape("result", shape_of(self.result.type), (*first[:d], total, *first[d + 1 :]))
+        _expect_same_element(
+            "result", element_type(self.result.type), element_type(self.inputs[0].type)
+        )
 
 
 @irdl_op_definition
@@ -1072,8 +1098,11 @@ class SplitOp(NpuOp):
 
     def verify_shapes(self) -> None:
         x = shape_of(self.input.type)
+        _expect_rank("input", x, 1, at_least=True)
         d = normalize_dim(_int(self.dim), len(x))
         sizes = _ints(self.split_sizes)
+        for i, r in enumerate(self.results_):
+            _expect_same_element(f"result {i}", element_type(r.type), element_type(self.input.type))
         if len(sizes) != len(self.results_):
             raise ShapeError(f"{len(sizes)} split sizes for {len(self.results_)} results")
         if x[d] != DYNAMIC and sum(sizes) != x[d]:
@@ -1156,7 +1185,7 @@ class GenericOp(NpuOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> GenericOp:
-        opcode = parser.parse_str_literal("ATen opcode")
+        opcode = parser.parse_str_literal(" for the ATen opcode")
         operands: list[UnresolvedOperand] = []
 
         def parse_arg() -> Attribute:
