@@ -1,22 +1,162 @@
-"""`forge`: the ML engineer's entry point (compile, import, bench arrive with later phases)."""
+"""`forge`: the ML engineer's entry point.
+
+  forge import MODEL [--seq N] [--tiny] [-o FILE]   capture + import, print the npu IR
+  forge models [--tiny] [--seq N]                   op counts and capture/import times
+  forge check MODEL... [--tiny] [--inputs K]        imported IR vs eager PyTorch
+  forge doctor                                      NNFactory smoke test on this machine
+
+MODEL is one of the built-in names (`forge models` lists them) or
+`path/to/file.py:factory`, where `factory()` returns `(model, example_args)` or
+`(model, example_args, example_kwargs)`, or a transformers causal LM.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from forge.diagnostics import ForgeError, report
+from forge.diagnostics import ForgeError, one_line, report
+
+TOOL = "forge"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ForgeError(one_line(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="forge", description="Forge graph compiler")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="check that NNFactory and the toolchain work on this machine")
+    parser = _Parser(prog="forge", description="Forge graph compiler")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    imp = sub.add_parser("import", help="capture a model and print its npu IR")
+    imp.add_argument("model", help="a built-in model name or path/to/file.py:factory")
+    imp.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
+    imp.add_argument("--tiny", action="store_true", help="the tiny variant of a built-in model")
+    imp.add_argument("-o", "--output", help="write the IR here instead of stdout")
+
+    models = sub.add_parser("models", help="op counts and capture/import times of the models")
+    models.add_argument("--tiny", action="store_true")
+    models.add_argument("--seq", type=int, default=128)
+    models.add_argument("names", nargs="*", help="models to include (default: all six)")
+
+    check = sub.add_parser("check", help="execute the imported IR and compare with eager")
+    check.add_argument("models", nargs="+")
+    check.add_argument("--tiny", action="store_true")
+    check.add_argument("--seq", type=int, default=128)
+    check.add_argument("--inputs", type=int, default=3, help="random inputs per model")
+
+    sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
 
-def cmd_doctor() -> int:
+@dataclass
+class Loaded:
+    name: str
+    model: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def load_model(reference: str, tiny: bool, seq: int, seed: int = 0) -> Loaded:
+    from forge import models
+
+    if reference in models.SPECS:
+        model = models.build_model(reference, tiny=tiny, seed=seed)
+        args, kwargs = models.example_inputs(model, seq=seq)
+        return Loaded(reference, model, args, kwargs)
+    made = models.load_factory(reference)()
+    if isinstance(made, tuple) and len(made) in (2, 3):
+        model, args, *rest = made
+        return Loaded(reference, model, tuple(args), dict(rest[0]) if rest else {})
+    if hasattr(made, "config") and hasattr(made.config, "vocab_size"):
+        args, kwargs = models.example_inputs(made, seq=seq)
+        return Loaded(reference, made, args, kwargs)
+    raise ForgeError(
+        f"{reference}: factory must return (model, example_args[, example_kwargs]) "
+        "or a transformers causal LM"
+    )
+
+
+def cmd_import(ns: argparse.Namespace) -> int:
+    from forge.capture import capture
+    from forge.importer import import_program
+
+    loaded = load_model(ns.model, ns.tiny, ns.seq)
+    captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
+    program = import_program(captured)
+    text = str(program.module) + "\n"
+    if ns.output:
+        with open(ns.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    for note in program.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(
+        f"{loaded.name}: {program.op_count()} ops, {len(program.weight_names)} weight arguments; "
+        f"torch.export {captured.export_seconds:.3f} s, import {program.import_seconds:.3f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_models(ns: argparse.Namespace) -> int:
+    from forge import models
+    from forge.capture import capture
+    from forge.importer import import_program
+
+    names = ns.names or list(models.SPECS)
+    print(
+        f"{'model':<14}{'device':>7}{'params':>15}{'FX nodes':>10}{'npu ops':>9}"
+        f"{'attn layers':>13}{'export s':>10}{'import s':>10}"
+    )
+    for name in names:
+        spec = models.get_spec(name)
+        loaded = load_model(name, ns.tiny, ns.seq)
+        params = sum(p.numel() for p in loaded.model.parameters())
+        captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
+        program = import_program(captured)
+        device = next(loaded.model.parameters()).device.type
+        fx_nodes = sum(1 for n in captured.exported.graph.nodes if n.op == "call_function")
+        print(
+            f"{name:<14}{device:>7}{params:>15,}{fx_nodes:>10}{program.op_count():>9}"
+            f"{spec.attention_layers(ns.tiny):>13}{captured.export_seconds:>10.3f}"
+            f"{program.import_seconds:>10.3f}",
+            flush=True,
+        )
+    return 0
+
+
+def cmd_check(ns: argparse.Namespace) -> int:
+    from forge.capture import capture
+    from forge.importer import import_program
+    from forge.numerics import compare_logits
+    from forge.reference import ReferenceExecutor
+
+    failed = 0
+    for name in ns.models:
+        loaded = load_model(name, ns.tiny, ns.seq)
+        captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
+        program = import_program(captured)
+        executor = ReferenceExecutor(program.function, program.weights, len(program.input_names))
+        worst = compare_logits(loaded, executor, ns.inputs)
+        ok = worst.max_abs <= 1e-5 and worst.top1 == 1.0
+        failed += not ok
+        print(
+            f"{name}: {'ok' if ok else 'MISMATCH'} over {ns.inputs} random inputs (seq {ns.seq}): "
+            f"fp32 max-abs logit diff {worst.max_abs:.3e} (limit 1e-05), "
+            f"top-1 agreement {worst.top1 * 100:.2f}%",
+            flush=True,
+        )
+    return 1 if failed else 0
+
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
     result = smoke_test()
@@ -24,14 +164,37 @@ def cmd_doctor() -> int:
     return 0 if result.ok else 1
 
 
+COMMANDS = {"import": cmd_import, "models": cmd_models, "check": cmd_check, "doctor": cmd_doctor}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        if args.command == "doctor":
-            return cmd_doctor()
+        ns = build_parser().parse_args(argv)
+        _quiet_transformers()
+        return COMMANDS[ns.command](ns)
     except ForgeError as e:
-        return report(e, "forge")
-    return 1
+        return report(e, TOOL)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if os.environ.get("FORGE_TRACEBACK"):
+            raise
+        return report(
+            ForgeError(
+                f"internal error: {type(e).__name__}: {one_line(str(e))} "
+                "(FORGE_TRACEBACK=1 shows the trace)"
+            ),
+            TOOL,
+        )
+
+
+def _quiet_transformers() -> None:
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    except ImportError:
+        pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,340 @@
+"""Lowering of `npu` ops to pre-resolved CPU callables (ATen kernels).
+
+`cpu_kernel(op)` is called once per op at plan-build time; it resolves the ATen
+overload and binds every property, so running the op is one Python call with
+tensors only (no lookup by string at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Operation
+
+from forge.diagnostics import ForgeError
+from forge.dialects import npu
+from forge.dialects.shapes import DYNAMIC
+
+aten = torch.ops.aten
+Kernel = Callable[..., Any]
+
+
+class NoKernel(ForgeError):
+    """An op the CPU path cannot execute (its opcode names no ATen overload)."""
+
+
+def resolve_overload(opcode: str) -> torch._ops.OpOverload:
+    """`"aten.cumsum.default"` -> `torch.ops.aten.cumsum.default`, once, at build time."""
+    try:
+        namespace, name, overload = opcode.split(".")
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    except (ValueError, AttributeError, RuntimeError) as e:
+        raise NoKernel(f"'{opcode}' does not name an ATen overload") from e
+
+
+def torch_dtype(element: Attribute) -> torch.dtype:
+    from forge.importer import TORCH_DTYPES
+
+    if element not in TORCH_DTYPES:
+        raise NoKernel(f"no torch dtype for element type {element}")
+    return TORCH_DTYPES[element]
+
+
+def static_shape(value_type: Attribute) -> list[int]:
+    """A shape for view/expand: one `?` becomes -1 (inferred), as ATen allows."""
+    assert isinstance(value_type, TensorType)
+    shape = [-1 if d == DYNAMIC else d for d in value_type.get_shape()]
+    if shape.count(-1) > 1:
+        raise NoKernel(f"cannot materialize a shape with several dynamic dims: {value_type}")
+    return shape
+
+
+def _scalar(attr: Attribute) -> int | float | bool:
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return bool(value) if attr.type.width.data == 1 else value
+    assert isinstance(attr, FloatAttr)
+    return attr.value.data
+
+
+def _ints(attr: Attribute) -> list[int]:
+    return list(attr.get_values())  # type: ignore[attr-defined]
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+SCALAR_OVERLOADS: dict[type[npu.BinaryOp], Kernel] = {
+    npu.AddOp: aten.add.Tensor,
+    npu.SubOp: aten.sub.Tensor,
+    npu.MulOp: aten.mul.Tensor,
+    npu.DivOp: aten.div.Tensor,
+    npu.PowOp: aten.pow.Tensor_Scalar,
+    npu.EqOp: aten.eq.Scalar,
+    npu.NeOp: aten.ne.Scalar,
+    npu.LtOp: aten.lt.Scalar,
+    npu.LeOp: aten.le.Scalar,
+    npu.GtOp: aten.gt.Scalar,
+    npu.GeOp: aten.ge.Scalar,
+}
+
+ACTIVATIONS: dict[str, Kernel | None] = {
+    "none": None,
+    "relu": aten.relu.default,
+    "gelu": aten.gelu.default,
+    "gelu_tanh": lambda x: aten.gelu.default(x, approximate="tanh"),
+    "silu": aten.silu.default,
+    "sigmoid": aten.sigmoid.default,
+}
+
+
+def unary_kernel(op: npu.UnaryOp) -> Kernel:
+    fn = resolve_overload(op.opcode)
+    if isinstance(op, npu.GeluOp) and op.approximate is not None:
+        approximate = op.approximate.data
+        return lambda x: fn(x, approximate=approximate)
+    if isinstance(op, npu.DropoutOp):
+        p, train = op.p.value.data, op.train is not None
+        return lambda x: fn(x, p, train)
+    return fn
+
+
+def binary_kernel(op: npu.BinaryOp) -> Kernel:
+    if op.scalar is None:
+        return resolve_overload(op.opcode)
+    scalar = _scalar(op.scalar)
+    fn = SCALAR_OVERLOADS.get(type(op))
+    if fn is None:
+        raise NoKernel(f"'{op.name}' has no scalar form on the CPU")
+    return lambda x: fn(x, scalar)
+
+
+def where_kernel(op: npu.WhereOp) -> Kernel:
+    if op.scalar is None:
+        return aten.where.self
+    scalar = _scalar(op.scalar)
+    return lambda c, x: aten.where.ScalarOther(c, x, scalar)
+
+
+def cast_kernel(op: npu.CastOp) -> Kernel:
+    dtype = torch_dtype(op.result.type.get_element_type())  # type: ignore[attr-defined]
+    return lambda x: aten._to_copy.default(x, dtype=dtype)
+
+
+def constant_kernel(op: npu.ConstantOp) -> Kernel:
+    value: DenseIntOrFPElementsAttr = op.value
+    result_type = op.result.type
+    assert isinstance(result_type, TensorType)
+    data = torch.tensor(list(value.get_values()), dtype=torch_dtype(result_type.get_element_type()))
+    shape = list(result_type.get_shape())
+    tensor = data.reshape(shape) if data.numel() > 1 else data.reshape([]).expand(shape).clone()
+    return lambda: tensor
+
+
+def fused_linear_kernel(op: npu.FusedLinearOp) -> Kernel:
+    act = ACTIVATIONS[op.activation.data]
+    in_out = op.weight_in_out is not None
+
+    def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        y = aten.matmul.default(x, w) if in_out else aten.linear.default(x, w)
+        if b is not None:
+            y = aten.add.Tensor(y, b)
+        return act(y) if act is not None else y
+
+    return run
+
+
+def sdpa_kernel(op: npu.SDPAOp) -> Kernel:
+    kwargs: dict[str, Any] = {"is_causal": op.is_causal is not None}
+    if op.scale is not None:
+        kwargs["scale"] = op.scale.value.data
+    q_type, k_type = op.query.type, op.key.type
+    assert isinstance(q_type, TensorType) and isinstance(k_type, TensorType)
+    q_shape, k_shape = q_type.get_shape(), k_type.get_shape()
+    if len(q_shape) >= 3 and q_shape[-3] != k_shape[-3]:
+        kwargs["enable_gqa"] = True
+    fn = aten.scaled_dot_product_attention.default
+    if op.mask is None:
+        return lambda q, k, v: fn(q, k, v, **kwargs)
+    return lambda q, k, v, mask: fn(q, k, v, attn_mask=mask, **kwargs)
+
+
+def layer_norm_kernel(op: npu.LayerNormOp) -> Kernel:
+    shape, eps = _ints(op.normalized_shape), op.eps.value.data
+    has_w, has_b = op.weight is not None, op.bias is not None
+
+    def run(x: torch.Tensor, *affine: torch.Tensor) -> torch.Tensor:
+        w = affine[0] if has_w else None
+        b = affine[-1] if has_b else None
+        return aten.layer_norm.default(x, shape, w, b, eps)
+
+    return run
+
+
+def rms_norm_kernel(op: npu.RMSNormOp) -> Kernel:
+    shape, eps = _ints(op.normalized_shape), op.eps.value.data
+    return lambda x, w=None: aten.rms_norm.default(x, shape, w, eps)
+
+
+def reduce_kernel(op: npu.ReduceOp) -> Kernel:
+    fn = resolve_overload(op.opcode)
+    dims, keepdim = _ints(op.dims), op.keepdim is not None
+    return lambda x: fn(x, dims, keepdim)
+
+
+def shape_kernel(op: npu.ShapeOp) -> Kernel:
+    fn = resolve_overload(op.opcode)
+    match op:
+        case npu.ViewOp() | npu.ReshapeOp() | npu.ExpandOp():
+            shape = static_shape(op.result.type)
+            return lambda x: fn(x, shape)
+        case npu.TransposeOp():
+            d0, d1 = _int(op.dim0), _int(op.dim1)
+            return lambda x: fn(x, d0, d1)
+        case npu.PermuteOp():
+            dims = _ints(op.dims)
+            return lambda x: fn(x, dims)
+        case npu.SliceOp():
+            args = (_int(op.dim), _int(op.start), _int(op.end), _int(op.step))
+            return lambda x: fn(x, *args)
+        case npu.UnsqueezeOp() | npu.SqueezeOp():
+            dim = _int(op.dim)
+            return lambda x: fn(x, dim)
+    raise NoKernel(f"no CPU kernel for '{op.name}'")
+
+
+def cat_kernel(op: npu.CatOp) -> Kernel:
+    dim = _int(op.dim)
+    return lambda *xs: aten.cat.default(list(xs), dim)
+
+
+def split_kernel(op: npu.SplitOp) -> Kernel:
+    sizes, dim = _ints(op.split_sizes), _int(op.dim)
+    return lambda x: tuple(aten.split_with_sizes.default(x, sizes, dim))
+
+
+# ---------------------------------------------------------------- generic ops
+
+
+def _decode(attr: Attribute, arg_type: str) -> Any:
+    """An attribute back to the Python value the ATen schema expects."""
+    if isinstance(attr, UnitAttr):
+        return None
+    if isinstance(attr, ArrayAttr):
+        return [_decode(a, arg_type) for a in attr.data]
+    if isinstance(attr, IntegerAttr | FloatAttr):
+        return _scalar(attr)
+    if isinstance(attr, StringAttr):
+        text = attr.data
+        if "Device" in arg_type:
+            return torch.device(text)
+        if "Layout" in arg_type or "MemoryFormat" in arg_type:
+            return getattr(torch, text)
+        return text
+    return torch_dtype(attr)
+
+
+class _Operand:
+    """Placeholder for the i-th tensor operand inside a decoded argument list."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _decode_arg(attr: Attribute, arg_type: str) -> Any:
+    if isinstance(attr, npu.OperandRefAttr):
+        return _Operand(attr.index.data)
+    if isinstance(attr, ArrayAttr):
+        return [_decode_arg(a, arg_type) for a in attr.data]
+    return _decode(attr, arg_type)
+
+
+def _fill(template: Any, tensors: tuple[torch.Tensor, ...]) -> Any:
+    if isinstance(template, _Operand):
+        return tensors[template.index]
+    if isinstance(template, list):
+        return [_fill(t, tensors) for t in template]
+    return template
+
+
+def generic_kernel(op: npu.GenericOp) -> Kernel:
+    fn = resolve_overload(op.opcode)
+    schema = fn._schema.arguments
+    types = {a.name: str(a.real_type) for a in schema}
+    positional_types = [str(a.real_type) for a in schema]
+    args = [
+        _decode_arg(a, positional_types[i] if i < len(positional_types) else "")
+        for i, a in enumerate(op.args.data)
+    ]
+    kwargs = {
+        k: _decode_arg(v, types.get(k, ""))
+        for k, v in (op.kwargs.data.items() if op.kwargs is not None else ())
+    }
+    n_results = len(op.outputs)
+
+    def run(*tensors: torch.Tensor) -> Any:
+        result = fn(*_fill(args, tensors), **{k: _fill(v, tensors) for k, v in kwargs.items()})
+        if n_results == 1 and isinstance(result, list | tuple):
+            return result[0]
+        return result
+
+    return run
+
+
+def cpu_kernel(op: Operation) -> Kernel:
+    """The pre-resolved callable that executes `op` on the CPU."""
+    match op:
+        case npu.GenericOp():
+            return generic_kernel(op)
+        case npu.UnaryOp():
+            return unary_kernel(op)
+        case npu.BinaryOp():
+            return binary_kernel(op)
+        case npu.WhereOp():
+            return where_kernel(op)
+        case npu.CastOp():
+            return cast_kernel(op)
+        case npu.ConstantOp():
+            return constant_kernel(op)
+        case npu.MatmulOp():
+            return aten.matmul.default
+        case npu.LinearOp():
+            return aten.linear.default
+        case npu.AddmmOp():
+            return aten.addmm.default
+        case npu.FusedLinearOp():
+            return fused_linear_kernel(op)
+        case npu.SDPAOp():
+            return sdpa_kernel(op)
+        case npu.SoftmaxOp():
+            dim = _int(op.dim)
+            return lambda x: aten.softmax.int(x, dim)
+        case npu.LayerNormOp():
+            return layer_norm_kernel(op)
+        case npu.RMSNormOp():
+            return rms_norm_kernel(op)
+        case npu.ReduceOp():
+            return reduce_kernel(op)
+        case npu.EmbeddingOp():
+            return aten.embedding.default
+        case npu.ShapeOp():
+            return shape_kernel(op)
+        case npu.CatOp():
+            return cat_kernel(op)
+        case npu.SplitOp():
+            return split_kernel(op)
+    raise NoKernel(f"no CPU kernel for '{op.name}'")

@@ -1,0 +1,111 @@
+"""Phase 1: capture a PyTorch model at the ATen level with `torch.export`.
+
+Tied weights (GPT-2's `wte`/`lm_head`) are resolved by tensor identity, so the
+importer can give each physical tensor exactly one function argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from forge.diagnostics import ForgeError
+
+
+class CaptureError(ForgeError):
+    """`torch.export` rejected the model; the message is torch's first line."""
+
+
+@dataclass
+class Captured:
+    """An exported program plus what the importer needs to name its weights."""
+
+    exported: torch.export.ExportedProgram
+    tied_map: dict[str, str]
+    """Every parameter/buffer name -> the canonical name of its physical tensor."""
+    tensors: dict[str, torch.Tensor]
+    """Canonical name -> tensor (parameters, buffers and lifted constants)."""
+    example_inputs: tuple[torch.Tensor, ...]
+    example_kwargs: dict[str, Any] = field(default_factory=dict)
+    export_seconds: float = 0.0
+
+
+def resolve_tied_weights(model: torch.nn.Module) -> dict[str, str]:
+    """Map each parameter/buffer name to the first name bound to the same tensor."""
+    canonical_by_id: dict[int, str] = {}
+    tied: dict[str, str] = {}
+    named = [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]
+    for name, tensor in named:
+        canonical = canonical_by_id.setdefault(id(tensor), name)
+        tied[name] = canonical
+    return tied
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """torch.export logs its guard failures as warnings; our diagnostic says it once."""
+    loggers = [logging.getLogger(name) for name in ("torch", "torch.export", "torch._dynamo")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def capture(
+    model: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    dynamic_shapes: Any = None,
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> Captured:
+    """`torch.export.export` in eval mode, with tied-weight resolution."""
+    import time
+
+    model.eval()
+    kwargs = dict(example_kwargs or {})
+    start = time.perf_counter()
+    try:
+        with (
+            warnings.catch_warnings(),
+            torch.no_grad(),
+            _quiet_torch_logs(),
+            contextlib.redirect_stderr(io.StringIO()),  # torch prints the failing graph
+        ):
+            warnings.simplefilter("ignore")
+            exported = torch.export.export(
+                model, tuple(example_inputs), kwargs=kwargs, dynamic_shapes=dynamic_shapes
+            )
+    except Exception as e:  # torch raises many kinds; the user needs the first line
+        raise CaptureError(
+            f"torch.export could not capture {type(model).__name__}: {_first_line(e)}"
+        ) from e
+    seconds = time.perf_counter() - start
+
+    tied_map = resolve_tied_weights(model)
+    state = dict(model.named_parameters(remove_duplicate=False))
+    state.update(dict(model.named_buffers(remove_duplicate=False)))
+    tensors: dict[str, torch.Tensor] = {}
+    for name, canonical in tied_map.items():
+        tensors.setdefault(canonical, state[name].detach())
+    for name, constant in exported.constants.items():
+        if isinstance(constant, torch.Tensor):
+            tensors.setdefault(name, constant.detach())
+    return Captured(exported, tied_map, tensors, tuple(example_inputs), kwargs, seconds)

@@ -1,0 +1,90 @@
+"""Comparing compiled execution with eager PyTorch on random inputs."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+
+@dataclass(frozen=True)
+class Agreement:
+    max_abs: float
+    """Largest |compiled - eager| over all outputs and inputs."""
+    top1: float
+    """Fraction of positions whose argmax over the last dim agrees (worst input)."""
+
+
+def random_like(example: torch.Tensor, generator: torch.Generator, high: int | None) -> Any:
+    """A fresh random tensor shaped like `example` (token ids stay below `high`)."""
+    if example.dtype == torch.bool:
+        return example.clone()
+    if not example.dtype.is_floating_point:
+        if high is None:  # masks and other integer inputs: keep them
+            return example.clone()
+        return torch.randint(0, high, example.shape, generator=generator, dtype=example.dtype)
+    return torch.randn(example.shape, generator=generator, dtype=example.dtype)
+
+
+def ordered_inputs(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str]
+) -> list[torch.Tensor]:
+    """The tensors of (args, kwargs) in the order of the exported user inputs."""
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {}
+    if all(isinstance(bound.get(n), torch.Tensor) for n in names):
+        return [bound[n] for n in names]
+    return [t for t in tree_leaves((tuple(args), kwargs)) if isinstance(t, torch.Tensor)]
+
+
+def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> list:
+    with torch.no_grad():
+        out = model(*args, **kwargs)
+    if hasattr(out, "logits"):
+        return [out.logits]
+    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def compare(
+    model: torch.nn.Module,
+    run: Callable[..., Sequence[torch.Tensor]],
+    example_args: Sequence[Any],
+    example_kwargs: dict[str, Any],
+    input_names: Sequence[str],
+    num_inputs: int = 3,
+    seed: int = 1,
+) -> Agreement:
+    """Worst agreement of `run` with eager `model` over `num_inputs` random inputs."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    generator = torch.Generator().manual_seed(seed)
+    worst_abs, worst_top1 = 0.0, 1.0
+    for _ in range(num_inputs):
+        args = [
+            random_like(a, generator, vocab if i == 0 else None)
+            if isinstance(a, torch.Tensor)
+            else a
+            for i, a in enumerate(example_args)
+        ]
+        expected = eager_outputs(model, args, example_kwargs)
+        actual = run(*ordered_inputs(model, args, example_kwargs, input_names))
+        for e, a in zip(expected, actual, strict=True):
+            worst_abs = max(worst_abs, float((a.float() - e.float()).abs().max()))
+            if e.dim() > 0 and e.dtype.is_floating_point:
+                agree = (a.argmax(-1) == e.argmax(-1)).float().mean().item()
+                worst_top1 = min(worst_top1, agree)
+    return Agreement(worst_abs, worst_top1)
+
+
+def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
+    """`compare` for a `forge.cli.Loaded` model and a reference executor."""
+    from forge.reference import ReferenceExecutor
+
+    assert isinstance(executor, ReferenceExecutor)
+    names = executor.input_names
+    return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)

@@ -1,0 +1,93 @@
+"""Run `npu` IR op by op on the CPU: the numerics oracle and the CPU half of the executor.
+
+Everything is resolved when the executor is built: each op becomes a
+(kernel, input slots, output slots) step over a flat list of values, so a run is
+one loop of Python calls with no lookups by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+
+from forge.conversion.cpu_kernels import Kernel, cpu_kernel
+from forge.diagnostics import ForgeError
+
+Step = tuple[Kernel, tuple[int, ...], tuple[int, ...]]
+
+
+def entry_function(module: ModuleOp | func.FuncOp) -> func.FuncOp:
+    if isinstance(module, func.FuncOp):
+        return module
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(functions) != 1:
+        raise ForgeError(f"expected one func.func in the module, found {len(functions)}")
+    return functions[0]
+
+
+class ReferenceExecutor:
+    """Executes a function whose first `len(inputs)` arguments are fed per call and
+    whose remaining arguments are weights bound once, by argument name."""
+
+    def __init__(
+        self,
+        module: ModuleOp | func.FuncOp,
+        weights: Mapping[str, torch.Tensor],
+        num_inputs: int | None = None,
+    ):
+        function = entry_function(module)
+        args = function.body.block.args
+        names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
+        if num_inputs is None:
+            num_inputs = sum(1 for n in names if n not in weights)
+        missing = [n for n in names[num_inputs:] if n not in weights]
+        if missing:
+            raise ForgeError(f"no tensor given for weight argument(s): {', '.join(missing)}")
+        self.num_inputs = num_inputs
+        self.input_names = names[:num_inputs]
+
+        slots: dict[SSAValue, int] = {a: i for i, a in enumerate(args)}
+        self._template: list[Any] = [None] * len(args)
+        for i in range(num_inputs, len(args)):
+            self._template[i] = weights[names[i]]
+
+        steps: list[Step] = []
+        results: tuple[int, ...] = ()
+        for op in function.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                results = tuple(slots[v] for v in op.arguments)
+                continue
+            outputs = []
+            for r in op.results:
+                slots[r] = len(self._template)
+                self._template.append(None)
+                outputs.append(slots[r])
+            steps.append((cpu_kernel(op), tuple(slots[v] for v in op.operands), tuple(outputs)))
+        self._steps = steps
+        self._results = results
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if len(inputs) != self.num_inputs:
+            raise ForgeError(f"expected {self.num_inputs} inputs, got {len(inputs)}")
+        env = self._template.copy()
+        env[: self.num_inputs] = inputs
+        with torch.no_grad():
+            for kernel, ins, outs in self._steps:
+                result = kernel(*[env[i] for i in ins])
+                if len(outs) == 1:
+                    env[outs[0]] = result
+                elif outs:
+                    for slot, value in zip(outs, result, strict=True):
+                        env[slot] = value
+        return tuple(env[i] for i in self._results)
+
+
+def run_reference(
+    module: ModuleOp | func.FuncOp, weights: Mapping[str, torch.Tensor], inputs: Sequence[Any]
+) -> tuple[torch.Tensor, ...]:
+    return ReferenceExecutor(module, weights, len(inputs))(*inputs)
