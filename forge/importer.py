@@ -247,7 +247,8 @@ class FxImporter:
             if isinstance(arg, Node):
                 if not is_tensor_node(arg):
                     raise UnsupportedGraph(
-                        f"{opcode}: symbolic argument {arg} is not supported yet"
+                        f"{opcode}: symbolic size '{arg}' (a dynamic shape) is not supported "
+                        "by the importer yet; capture with static shapes"
                     )
                 operands.append(self.value(arg))
                 return npu.OperandRefAttr(len(operands) - 1)

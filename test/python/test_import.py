@@ -152,3 +152,23 @@ def test_8b_config_imports_on_meta_device() -> None:
     matmuls = sum(1 for op in program.function.body.block.ops if isinstance(op, npu.MatmulOp))
     assert attention == 32 and matmuls == 2 * attention
     assert program.weights["lm_head.weight"].shape == (128256, 4096)
+
+
+def test_dynamic_shapes_fail_with_a_clear_error() -> None:
+    """Dynamic dims import as `?` only once symbolic sizes are supported; until then the
+    importer says so in one line instead of producing wrong IR."""
+    from torch.export import Dim
+
+    from forge.importer import UnsupportedGraph
+
+    model = models.build_model("gpt2", tiny=True)
+    args, kwargs = models.example_inputs(model, seq=16)
+    seq = Dim("seq", min=2, max=64)
+    captured = capture(
+        model,
+        args,
+        dynamic_shapes={"input_ids": {1: seq}, "attention_mask": {1: seq}, "use_cache": None},
+        example_kwargs=kwargs,
+    )
+    with pytest.raises(UnsupportedGraph, match="a dynamic shape"):
+        import_program(captured)
