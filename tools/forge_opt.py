@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import (
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
+from forge.transforms.pattern_pass import collect_statistics, format_statistics
 
 TOOL = "forge-opt"
 
@@ -110,6 +111,11 @@ class ForgeOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--list-passes", action="store_true", help="List the registered passes and exit"
         )
+        arg_parser.add_argument(
+            "--pass-statistics",
+            action="store_true",
+            help="Print, per Forge pass, rewrites, ops before/after and milliseconds (stderr)",
+        )
 
     @staticmethod
     def _usage_error(message: str) -> NoReturn:
@@ -148,6 +154,12 @@ class ForgeOptMain(xDSLOptMain):
                 Printer(stream=sys.stdout).print_op(module)
                 print("\n\n")
         self._pass_start = time.perf_counter()
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        with collect_statistics() as records:
+            self.pipeline.apply(self.ctx, prog)
+        if self.args.pass_statistics:
+            print(format_statistics(records), file=sys.stderr)
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp:
         text = chunk.read().decode()

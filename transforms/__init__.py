@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable
 
 from xdsl.passes import ModulePass
@@ -9,9 +11,37 @@ from xdsl.passes import ModulePass
 # Generic xDSL passes that work on `npu` IR and that compiler engineers expect to have.
 GENERIC_XDSL_PASSES = ("canonicalize", "cse", "dce", "apply-individual-rewrite")
 
+# Pass name -> module under forge.transforms defining a ModulePass with that `name`.
+FORGE_PASSES = {
+    "npu-dce": "npu_dce",
+    "npu-cse": "npu_cse",
+    "npu-fold-constants": "npu_fold_constants",
+    "npu-fuse-attention": "npu_fuse_attention",
+    "npu-fuse-operators": "npu_fuse_operators",
+    "npu-optimize-layout": "npu_optimize_layout",
+    "npu-optimize": "npu_optimize",
+}
+
+
+def _pass_class(module_name: str, pass_name: str) -> type[ModulePass]:
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, ModulePass)
+            and getattr(value, "name", None) == pass_name
+        ):
+            return value
+    raise LookupError(f"{module.__name__} defines no pass named '{pass_name}'")
+
 
 def _forge_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    available = {}
+    for pass_name, module_name in FORGE_PASSES.items():
+        if importlib.util.find_spec(f"{__name__}.{module_name}") is None:
+            continue  # not written yet
+        available[pass_name] = lambda m=module_name, p=pass_name: _pass_class(m, p)
+    return available
 
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:

@@ -1,0 +1,58 @@
+"""Shared helpers for the pytest suites."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from xdsl.dialects.builtin import ModuleOp
+
+from forge import models
+from forge.capture import capture
+from forge.importer import ImportedProgram, import_program
+from forge.numerics import Agreement, compare
+from forge.reference import ReferenceExecutor, entry_function
+
+
+@dataclass
+class TinyModel:
+    name: str
+    model: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    program: ImportedProgram
+
+    def fresh_module(self) -> ModuleOp:
+        """A private copy of the imported IR, for passes to rewrite."""
+        return self.program.module.clone()
+
+    def agreement(self, module: ModuleOp, num_inputs: int = 3) -> Agreement:
+        """Execute `module` against eager PyTorch on random inputs."""
+        executor = ReferenceExecutor(
+            entry_function(module), self.program.weights, len(self.program.input_names)
+        )
+        return compare(
+            self.model, executor, self.args, self.kwargs, self.program.input_names, num_inputs
+        )
+
+
+_CACHE: dict[str, TinyModel] = {}
+
+
+def load_tiny(name: str, seq: int = 16) -> TinyModel:
+    """A tiny model variant, captured and imported once per test session."""
+    key = f"{name}@{seq}"
+    if key not in _CACHE:
+        model = models.build_model(name, tiny=True)
+        args, kwargs = models.example_inputs(model, seq=seq)
+        program = import_program(capture(model, args, example_kwargs=kwargs))
+        _CACHE[key] = TinyModel(name, model, args, kwargs, program)
+    return _CACHE[key]
+
+
+@pytest.fixture
+def tiny() -> Callable[[str], TinyModel]:
+    return load_tiny

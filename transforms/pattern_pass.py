@@ -1,0 +1,124 @@
+"""What every Forge pass shares: rewrite counting, timing and per-pass statistics.
+
+A pass built from RewritePatterns subclasses `NpuPatternPass` and lists its patterns;
+the driver counts how many rewrites it made, times it, and records a `PassRecord`
+into every active `collect_statistics()` scope (forge-opt's `--pass-statistics`,
+`npu-optimize`'s report, benchmarks).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+
+@dataclass
+class PassRecord:
+    name: str
+    rewrites: int
+    ops_before: int
+    ops_after: int
+    seconds: float
+
+
+_COLLECTORS: ContextVar[tuple[list[PassRecord], ...]] = ContextVar("collectors", default=())
+
+
+@contextmanager
+def collect_statistics() -> Iterator[list[PassRecord]]:
+    """Collect the records of every pass run inside the `with` block (nests)."""
+    records: list[PassRecord] = []
+    token = _COLLECTORS.set((*_COLLECTORS.get(), records))
+    try:
+        yield records
+    finally:
+        _COLLECTORS.reset(token)
+
+
+def format_statistics(records: Sequence[PassRecord]) -> str:
+    """A table of the records, one row per pass run, and a total."""
+    lines = [f"{'pass':<24}{'rewrites':>9}{'ops before':>12}{'ops after':>11}{'ms':>10}"]
+    for r in records:
+        lines.append(
+            f"{r.name:<24}{r.rewrites:>9}{r.ops_before:>12}{r.ops_after:>11}"
+            f"{r.seconds * 1e3:>10.2f}"
+        )
+    if records:
+        first, last = records[0], records[-1]
+        total = sum(r.seconds for r in records) * 1e3
+        rewrites = sum(r.rewrites for r in records)
+        lines.append(
+            f"{'total':<24}{rewrites:>9}{first.ops_before:>12}{last.ops_after:>11}{total:>10.2f}"
+        )
+    return "\n".join(lines)
+
+
+def record(entry: PassRecord) -> None:
+    for records in _COLLECTORS.get():
+        records.append(entry)
+
+
+def count_ops(module: Operation) -> int:
+    """Import-level op count: ops inside function bodies, not counting `func.return`."""
+    count = 0
+    for op in module.walk():
+        if isinstance(op, func.FuncOp):
+            count += sum(1 for o in op.body.walk() if not isinstance(o, func.ReturnOp))
+    return count
+
+
+class CountingApplier(RewritePattern):
+    """Applies the first matching pattern per op and counts ops that were rewritten."""
+
+    def __init__(self, patterns: Sequence[RewritePattern]):
+        self.applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+        self.rewrites = 0
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        self.applier.match_and_rewrite(op, rewriter)
+        if rewriter.has_done_action:
+            self.rewrites += 1
+
+
+def run_patterns(
+    name: str, patterns: Sequence[RewritePattern], module: ModuleOp, walk_reverse: bool = False
+) -> int:
+    """Drive `patterns` to a fixed point over `module`; record and return the rewrites."""
+    before = count_ops(module)
+    start = time.perf_counter()
+    counting = CountingApplier(patterns)
+    PatternRewriteWalker(counting, walk_reverse=walk_reverse).rewrite_module(module)
+    record(
+        PassRecord(name, counting.rewrites, before, count_ops(module), time.perf_counter() - start)
+    )
+    return counting.rewrites
+
+
+@dataclass(frozen=True)
+class NpuPatternPass(ModulePass, abc.ABC):
+    """A pass made of RewritePatterns, applied greedily to a fixed point."""
+
+    WALK_REVERSE: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def patterns(self) -> Sequence[RewritePattern]: ...
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        run_patterns(self.name, self.patterns(), op, self.WALK_REVERSE)
