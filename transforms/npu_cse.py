@@ -44,7 +44,7 @@ class MergeIdenticalOp(RewritePattern):
         if first.parent is None or first.parent is not op.parent:
             self.seen[key] = op  # the earlier one was erased or lives elsewhere
             return
-        rewriter.replace_op(op, [], list(first.results))
+        rewriter.replace(op, [], list(first.results))
 
 
 @dataclass(frozen=True)

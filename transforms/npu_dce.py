@@ -33,7 +33,7 @@ class EraseUnusedPureOp(RewritePattern):
             return
         if not is_side_effect_free(op):
             return
-        rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 class ForwardEvalDropout(RewritePattern):
@@ -43,7 +43,7 @@ class ForwardEvalDropout(RewritePattern):
     def match_and_rewrite(self, op: npu.DropoutOp, rewriter: PatternRewriter) -> None:
         if op.train is not None and op.p.value.data != 0.0:
             return
-        rewriter.replace_op(op, [], [op.input])
+        rewriter.replace(op, [], [op.input])
 
 
 class EraseProvenAssert(RewritePattern):
@@ -64,7 +64,7 @@ class EraseProvenAssert(RewritePattern):
         device = op.kwargs.data.get("device") if op.kwargs is not None else None
         if device is not None and getattr(device, "data", "cpu") != "cpu":
             return
-        rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 @dataclass(frozen=True)
