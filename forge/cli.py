@@ -2,7 +2,8 @@
 
   forge import MODEL [--seq N] [--tiny] [-o FILE]   capture + import, print the npu IR
   forge models [--tiny] [--seq N]                   op counts and capture/import times
-  forge check MODEL... [--tiny] [--inputs K]        imported IR vs eager PyTorch
+  forge check MODEL... [--tiny] [--optimize]        imported (optimized) IR vs eager PyTorch
+  forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
   forge doctor                                      NNFactory smoke test on this machine
 
 MODEL is one of the built-in names (`forge models` lists them) or
@@ -49,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--tiny", action="store_true")
     check.add_argument("--seq", type=int, default=128)
     check.add_argument("--inputs", type=int, default=3, help="random inputs per model")
+
+    opt = sub.add_parser("optimize", help="Phase 2 per-pass report and node reduction")
+    opt.add_argument("names", nargs="*", help="models (default: all six)")
+    opt.add_argument("--tiny", action="store_true")
+    opt.add_argument("--seq", type=int, default=128)
+    opt.add_argument("--iterations", type=int, default=2)
+    opt.add_argument("--alpha", type=float, default=1.0)
+    opt.add_argument("--layout", default="auto", choices=["auto", "contiguous", "channels-last"])
+    opt.add_argument("--quiet", action="store_true", help="only the summary table")
+
+    check.add_argument(
+        "--optimize", action="store_true", help="run npu-optimize before executing the IR"
+    )
 
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
@@ -143,17 +157,59 @@ def cmd_check(ns: argparse.Namespace) -> int:
         loaded = load_model(name, ns.tiny, ns.seq)
         captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
         program = import_program(captured)
+        stage = "imported"
+        if ns.optimize:
+            from forge.transforms.npu_optimize import optimize
+
+            optimize(program.module)
+            program.module.verify()
+            stage = "optimized"
         executor = ReferenceExecutor(program.function, program.weights, len(program.input_names))
         worst = compare_logits(loaded, executor, ns.inputs)
         ok = worst.max_abs <= 1e-5 and worst.top1 == 1.0
         failed += not ok
         print(
-            f"{name}: {'ok' if ok else 'MISMATCH'} over {ns.inputs} random inputs (seq {ns.seq}): "
+            f"{name} ({stage}): {'ok' if ok else 'MISMATCH'} over {ns.inputs} random inputs "
+            f"(seq {ns.seq}): "
             f"fp32 max-abs logit diff {worst.max_abs:.3e} (limit 1e-05), "
             f"top-1 agreement {worst.top1 * 100:.2f}%",
             flush=True,
         )
     return 1 if failed else 0
+
+
+def cmd_optimize(ns: argparse.Namespace) -> int:
+    from forge import models
+    from forge.capture import capture
+    from forge.dialects import npu
+    from forge.importer import import_program
+    from forge.transforms.npu_optimize import optimize
+
+    names = ns.names or list(models.SPECS)
+    summary = []
+    for name in names:
+        loaded = load_model(name, ns.tiny, ns.seq)
+        program = import_program(capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs))
+        report = optimize(program.module, ns.iterations, ns.alpha, ns.layout)
+        program.module.verify()
+        fused = sum(1 for op in program.module.walk() if isinstance(op, npu.SDPAOp))
+        layers = models.get_spec(name).attention_layers(ns.tiny) if name in models.SPECS else 0
+        summary.append((name, report, fused, layers))
+        if not ns.quiet:
+            print(f"== {name}\n{report.format()}\n", flush=True)
+    print(
+        f"{'model':<14}{'ops before':>11}{'ops after':>10}{'reduction':>11}{'sdpa':>6}"
+        f"{'attn layers':>13}{'optimize ms':>13}"
+    )
+    for name, report, fused, layers in summary:
+        print(
+            f"{name:<14}{report.ops_before:>11}{report.ops_after:>10}"
+            f"{report.reduction * 100:>10.1f}%{fused:>6}{layers:>13}{report.seconds * 1e3:>13.1f}"
+        )
+    mean = sum(r.reduction for _, r, _, _ in summary) / len(summary)
+    print(f"{'average':<14}{'':>21}{mean * 100:>10.1f}%")
+    unfused = [name for name, _, fused, layers in summary if fused != layers]
+    return 1 if unfused else 0
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
@@ -164,7 +220,13 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-COMMANDS = {"import": cmd_import, "models": cmd_models, "check": cmd_check, "doctor": cmd_doctor}
+COMMANDS = {
+    "import": cmd_import,
+    "models": cmd_models,
+    "check": cmd_check,
+    "optimize": cmd_optimize,
+    "doctor": cmd_doctor,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
