@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import itertools
 import sys
 
 from xdsl.pattern_rewriter import RewritePattern
@@ -31,7 +32,7 @@ def option_docs(cls: type) -> dict[str, str]:
     docs: dict[str, str] = {}
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
