@@ -262,7 +262,11 @@ class FxImporter:
                 return element_type(arg)
             if isinstance(arg, str):
                 return StringAttr(arg)
-            if isinstance(arg, torch.device | torch.layout | torch.memory_format):
+            if isinstance(arg, torch.device):
+                # Forge IR is device-agnostic: placement decides. A model built on the
+                # meta device (for graph-level work) still describes a CPU computation.
+                return StringAttr("cpu" if arg.type in ("cpu", "meta") else str(arg))
+            if isinstance(arg, torch.layout | torch.memory_format):
                 return StringAttr(str(arg).removeprefix("torch."))
             raise UnsupportedGraph(f"{opcode}: cannot encode argument {arg!r}")
 

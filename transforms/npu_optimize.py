@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Self
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import ArgSpec
 
-from forge.transforms.pattern_pass import PassRecord, collect_statistics, count_ops
+from forge.transforms.pattern_pass import PassRecord, collect_statistics, count_ops, float_options
 
 PHASE2_PASSES = (
     "npu-dce",
@@ -130,6 +132,12 @@ class NpuOptimizePass(ModulePass):
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be at least 1, got {self.iterations}")
+        object.__setattr__(self, "alpha", float(self.alpha))
+        phase2_passes(self.alpha, self.layout)  # validates alpha and layout now, not later
+
+    @classmethod
+    def from_spec(cls, spec: ArgSpec) -> Self:
+        return super().from_spec(float_options(spec, "alpha"))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # The sub-pass records reach any enclosing collect_statistics() scope directly.

@@ -27,6 +27,7 @@ from xdsl.pattern_rewriter import (
     PatternRewriteWalker,
     RewritePattern,
 )
+from xdsl.utils.arg_spec import ArgSpec
 
 
 @dataclass
@@ -109,6 +110,16 @@ def run_patterns(
         PassRecord(name, counting.rewrites, before, count_ops(module), time.perf_counter() - start)
     )
     return counting.rewrites
+
+
+def float_options(spec: ArgSpec, *names: str) -> ArgSpec:
+    """`alpha=0`/`alpha=1` parse as ints in xDSL's spec syntax; make them floats so that a
+    float option accepts them."""
+    parameters = {
+        key: [float(v) if key in names and type(v) is int else v for v in values]
+        for key, values in spec.normalize_parameter_names().parameters.items()
+    }
+    return ArgSpec(spec.name, parameters)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,492 @@
+"""npu-fold-constants: algebraic identities, identity data movement, and compile-time
+evaluation of ops whose inputs are all constants.
+
+torch.export leaves many no-ops in the graph: `x + 0` after `arange`, `to(dtype)` to
+the dtype a tensor already has, `alias`, views to the shape a tensor already has,
+and view chains from decomposed `reshape`s. Causal masks are built at run time from
+`arange`/`unsqueeze`/`le`/`new_ones`, although nothing but the sequence length (fixed
+at capture) feeds them. This pass removes the no-ops and evaluates the constant parts
+with the same CPU kernels the executor uses, so the folded values are bit-identical
+to what the run would have computed. Results larger than `max_elements` stay
+computed at run time: weights and big masks are never materialized into the IR.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.traits import is_side_effect_free
+
+from forge.conversion.cpu_kernels import NoKernel, cpu_kernel
+from forge.dialects import npu
+from forge.dialects.shapes import DYNAMIC, normalize_dim, numel, shape_of
+from forge.importer import TORCH_DTYPES
+from forge.transforms.pattern_pass import NpuPatternPass
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _scalar_value(attr: FloatAttr | IntegerAttr) -> float:
+    """The number a `scalar` property stands for (an `i1` true is stored as -1)."""
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return float(bool(value)) if attr.type.width.data == 1 else float(value)
+    return attr.value.data
+
+
+def _constant_of(value: SSAValue) -> npu.ConstantOp | None:
+    owner = value.owner
+    return owner if isinstance(owner, npu.ConstantOp) else None
+
+
+def _splat_value(value: SSAValue) -> float | None:
+    """The single value of a splat `npu.constant`, or None if `value` is not one."""
+    constant = _constant_of(value)
+    if constant is None:
+        return None
+    values = constant.value.get_values()
+    if not values or values.count(values[0]) != len(values):
+        return None
+    first = values[0]
+    if isinstance(first, tuple):  # complex
+        return None
+    element = constant.value.get_element_type()
+    if isinstance(element, IntegerType) and element.width.data == 1:
+        return float(bool(first))
+    return float(first)
+
+
+def _erase_dead_producers(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None:
+    """Erase the pure ops that fed a folded op and now have no users (recursively).
+
+    A fold consumes its inputs: without this, every fold would leave a dead constant
+    or view behind for npu-dce, and the pass's own output would not show what it did.
+    """
+    work = [v.owner for v in values]
+    while work:
+        op = work.pop()
+        if not isinstance(op, npu.NpuOp) or op.parent is None:
+            continue
+        if any(r.uses for r in op.results) or not is_side_effect_free(op):
+            continue
+        work.extend(v.owner for v in op.operands)
+        rewriter.erase(op)
+
+
+def _replace(
+    op: Operation,
+    new_ops: Sequence[Operation],
+    new_values: Sequence[SSAValue],
+    rewriter: PatternRewriter,
+) -> None:
+    """Replace `op` (callers have checked the types match) and drop what fed only it."""
+    operands = list(op.operands)
+    rewriter.replace(op, new_ops, new_values)
+    _erase_dead_producers(operands, rewriter)
+
+
+def _forward(op: Operation, value: SSAValue, rewriter: PatternRewriter) -> None:
+    """Replace `op`'s single result by an existing `value` of the same type."""
+    _replace(op, [], [value], rewriter)
+
+
+def _is_static(value_type: Attribute) -> bool:
+    return isinstance(value_type, TensorType) and DYNAMIC not in value_type.get_shape()
+
+
+# ------------------------------------------------------------- identity arithmetic
+
+
+class FoldIdentityArithmetic(RewritePattern):
+    """`x + 0`, `x - 0`, `x * 1`, `x / 1`, `pow(x, 1)`, and `0 + x`, `1 * x`.
+
+    The neutral element is a `scalar` property or a splat `npu.constant`. The result
+    type must equal the kept operand's type, so an identity that broadcasts to a
+    larger shape or promotes ints to float is not an identity here.
+    """
+
+    RIGHT_NEUTRAL: ClassVar[dict[type[npu.BinaryOp], float]] = {
+        npu.AddOp: 0.0,
+        npu.SubOp: 0.0,
+        npu.MulOp: 1.0,
+        npu.DivOp: 1.0,
+        npu.PowOp: 1.0,
+    }
+    LEFT_NEUTRAL: ClassVar[dict[type[npu.BinaryOp], float]] = {
+        npu.AddOp: 0.0,
+        npu.MulOp: 1.0,
+    }
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.BinaryOp, rewriter: PatternRewriter) -> None:
+        neutral = self.RIGHT_NEUTRAL.get(type(op))
+        if neutral is None:
+            return
+        if op.scalar is not None:
+            if _scalar_value(op.scalar) == neutral and op.result.type == op.lhs.type:
+                _forward(op, op.lhs, rewriter)
+            return
+        assert op.rhs is not None
+        if _splat_value(op.rhs) == neutral and op.result.type == op.lhs.type:
+            _forward(op, op.lhs, rewriter)
+            return
+        left_neutral = self.LEFT_NEUTRAL.get(type(op))
+        if (
+            left_neutral is not None
+            and _splat_value(op.lhs) == left_neutral
+            and op.result.type == op.rhs.type
+        ):
+            _forward(op, op.rhs, rewriter)
+
+
+# ---------------------------------------------------------- identity data movement
+
+
+class FoldIdentityReshape(RewritePattern):
+    """A view, reshape, expand or squeeze to the type its input already has is the input.
+
+    For these ops equal types mean equal shapes, and equal shapes mean nothing moved,
+    except that `expand` may grow a `?` that is 1 at run time into a larger `?`.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self,
+        op: npu.ViewOp | npu.ReshapeOp | npu.ExpandOp | npu.SqueezeOp,
+        rewriter: PatternRewriter,
+    ) -> None:
+        if op.result.type != op.input.type:
+            return
+        if isinstance(op, npu.ExpandOp) and not _is_static(op.input.type):
+            return
+        _forward(op, op.input, rewriter)
+
+
+class FoldIdentitySlice(RewritePattern):
+    """A slice that keeps the whole (static) dimension, e.g. `x[:, -8:]` of a length-8 dim.
+
+    With a step of at least 1, keeping all n elements of a dimension of size n means
+    taking them all, in order. A `?` dimension proves nothing: it is left alone.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.SliceOp, rewriter: PatternRewriter) -> None:
+        if op.result.type != op.input.type:
+            return
+        shape = shape_of(op.input.type)
+        dim = normalize_dim(op.dim.value.data, len(shape))
+        if shape[dim] == DYNAMIC:
+            return
+        _forward(op, op.input, rewriter)
+
+
+def _moves_data(shape: Sequence[int], permutation: Sequence[int]) -> bool:
+    """Whether permuting a tensor of `shape` reorders its elements.
+
+    Size-1 dimensions carry no data: the permutation is a no-op when the other
+    dimensions keep their relative order.
+    """
+    kept = [d for d in permutation if shape[d] != 1]
+    return kept != sorted(kept)
+
+
+class FoldIdentityTranspose(RewritePattern):
+    """`transpose(x, d, d)`, or a swap of two size-1 dims: the data order is unchanged.
+
+    Equal types alone are not enough: transposing a 8x8 tensor keeps its type.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.TransposeOp, rewriter: PatternRewriter) -> None:
+        if op.result.type != op.input.type:
+            return
+        shape = shape_of(op.input.type)
+        if shape:
+            d0 = normalize_dim(op.dim0.value.data, len(shape))
+            d1 = normalize_dim(op.dim1.value.data, len(shape))
+            permutation = list(range(len(shape)))
+            permutation[d0], permutation[d1] = d1, d0
+            if _moves_data(shape, permutation):
+                return
+        _forward(op, op.input, rewriter)
+
+
+class FoldIdentityPermute(RewritePattern):
+    """A permutation that only moves size-1 dims among themselves (or nothing at all)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.PermuteOp, rewriter: PatternRewriter) -> None:
+        if op.result.type != op.input.type:
+            return
+        shape = shape_of(op.input.type)
+        permutation = [normalize_dim(d, len(shape)) for d in op.dims.get_values()]
+        if _moves_data(shape, permutation):
+            return
+        _forward(op, op.input, rewriter)
+
+
+class FoldIdentityCast(RewritePattern):
+    """A cast to the type the input already has (`to(float32)` of a float32 tensor)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.CastOp, rewriter: PatternRewriter) -> None:
+        if op.result.type != op.input.type:
+            return
+        _forward(op, op.input, rewriter)
+
+
+class FoldIdentityGeneric(RewritePattern):
+    """ATen ops that return their input's value: `alias`, `detach`, `lift_fresh_copy`,
+    and `clone` that keeps the memory format.
+
+    The IR is functional (nothing writes through an alias), so a copy or an alias of a
+    value is that value.
+    """
+
+    IDENTITIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "aten.alias.default",
+            "aten.detach.default",
+            "aten.lift_fresh_copy.default",
+            "aten.clone.default",
+        }
+    )
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.GenericOp, rewriter: PatternRewriter) -> None:
+        if op.opcode not in self.IDENTITIES or op.has_side_effects is not None:
+            return
+        if len(op.inputs) != 1 or len(op.outputs) != 1:
+            return
+        if op.outputs[0].type != op.inputs[0].type:
+            return
+        kwargs = op.kwargs.data if op.kwargs is not None else {}
+        memory_format = kwargs.get("memory_format")
+        if memory_format is not None and getattr(memory_format, "data", "") != "preserve_format":
+            return  # a clone into another layout is the layout pass's business
+        _forward(op, op.inputs[0], rewriter)
+
+
+# --------------------------------------------------------------- reshape chains
+
+
+class FoldReshapeChain(RewritePattern):
+    """`view(view(x))` is one `view(x)`; with a `reshape` on either side, one `reshape(x)`.
+
+    A view keeps the contiguous stride chunks of its input, so a shape reachable by two
+    views is reachable by one: the merged view is valid wherever the chain was. A
+    reshape may have copied, so the merged op stays a reshape (which views when it can).
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.ViewOp | npu.ReshapeOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, npu.ViewOp | npu.ReshapeOp):
+            return
+        source = inner.input
+        if op.result.type == source.type:
+            _forward(op, source, rewriter)
+            return
+        both_views = isinstance(op, npu.ViewOp) and isinstance(inner, npu.ViewOp)
+        merged_type = npu.ViewOp if both_views else npu.ReshapeOp
+        merged = merged_type.create(operands=[source], result_types=[op.result.type])
+        _replace(op, [merged], merged.results, rewriter)
+
+
+class FoldUnsqueezeSqueeze(RewritePattern):
+    """`squeeze(unsqueeze(x, d), d)` is `x`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.SqueezeOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, npu.UnsqueezeOp):
+            return
+        rank = len(shape_of(op.input.type))
+        if normalize_dim(op.dim.value.data, rank) != normalize_dim(inner.dim.value.data, rank):
+            return
+        if op.result.type != inner.input.type:
+            return
+        _forward(op, inner.input, rewriter)
+
+
+class FoldSqueezeUnsqueeze(RewritePattern):
+    """`unsqueeze(squeeze(x, d), d)` is `x` when the squeeze removed a size-1 dim.
+
+    (LFM2's depthwise conv weight goes through this round trip.) When the squeeze kept
+    the dim, the unsqueeze adds one and the types differ.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.UnsqueezeOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, npu.SqueezeOp) or op.result.type != inner.input.type:
+            return
+        rank = len(shape_of(op.result.type))
+        if normalize_dim(op.dim.value.data, rank) != normalize_dim(inner.dim.value.data, rank):
+            return
+        _forward(op, inner.input, rewriter)
+
+
+# ------------------------------------------------------------ constant evaluation
+
+_NONDETERMINISTIC = ("rand", "normal", "bernoulli", "uniform", "multinomial", "poisson", "empty")
+"""Substrings of ATen op names whose results differ from run to run (or are garbage)."""
+
+_VALUE_INDEPENDENT = frozenset(
+    {
+        "aten.new_ones.default",
+        "aten.new_zeros.default",
+        "aten.new_full.default",
+        "aten.ones_like.default",
+        "aten.zeros_like.default",
+        "aten.full_like.default",
+    }
+)
+"""Generic ops that read only their input's type, never its values."""
+
+
+def _evaluable(op: Operation) -> bool:
+    """Whether `op` computes the same value every run from what the IR already holds.
+
+    Cheap structural checks come first: this runs on every op of the module.
+    """
+    if not isinstance(op, npu.NpuOp) or isinstance(op, npu.ConstantOp) or not op.results:
+        return False
+    if isinstance(op, npu.GenericOp):
+        name = op.opcode.split(".")[1] if op.opcode.count(".") == 2 else op.opcode
+        if op.has_side_effects is not None or any(w in name for w in _NONDETERMINISTIC):
+            return False
+        if op.opcode in _VALUE_INDEPENDENT:
+            return all(_is_static(v.type) for v in op.operands)
+    elif not op.operands:
+        return False
+    if not all(_constant_of(v) is not None for v in op.operands):
+        return False
+    return is_side_effect_free(op)
+
+
+def _operand_tensor(value: SSAValue) -> torch.Tensor:
+    """A constant operand's value. Any other operand (of a value-independent op) only
+    lends its type: a broadcast zero of that type stands in, without allocating it."""
+    constant = _constant_of(value)
+    if constant is not None:
+        return cpu_kernel(constant)()
+    assert isinstance(value.type, TensorType)
+    dtype = TORCH_DTYPES[value.type.get_element_type()]
+    return torch.zeros((), dtype=dtype).expand(list(value.type.get_shape()))
+
+
+def _dense(result_type: TensorType, tensor: torch.Tensor) -> DenseIntOrFPElementsAttr | None:
+    """`tensor` as the value of an `npu.constant` of `result_type`, or None when it
+    does not have exactly that type or cannot round-trip through text."""
+    element = result_type.get_element_type()
+    if TORCH_DTYPES.get(element) != tensor.dtype or tensor.device.type != "cpu":
+        return None
+    if tuple(tensor.shape) != tuple(result_type.get_shape()):
+        return None
+    flat = tensor.detach().reshape(-1)
+    if flat.numel() == 0:
+        return None
+    if tensor.dtype.is_floating_point:
+        values = [float(v) for v in flat.tolist()]
+        if not all(math.isfinite(v) for v in values):
+            return None  # xDSL prints inf/nan as hex and parses that back as an integer
+    else:
+        values = [int(v) for v in flat.tolist()]
+    if values.count(values[0]) == len(values):
+        values = values[:1]  # stored once, printed as a splat `dense<v>`
+    return DenseIntOrFPElementsAttr.from_list(result_type, values)  # type: ignore[arg-type]
+
+
+@dataclass
+class FoldConstantComputation(RewritePattern):
+    """An op whose inputs are all `npu.constant`s (or that has no inputs, like `arange`)
+    becomes an `npu.constant`, when every result has at most `max_elements` elements.
+
+    It runs the op's own CPU kernel, so the constant is exactly what the op would have
+    computed at run time.
+    """
+
+    max_elements: int = 4096
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not _evaluable(op):
+            return
+        result_types: list[TensorType] = []
+        for result in op.results:
+            if not _is_static(result.type):
+                return
+            assert isinstance(result.type, TensorType)
+            count = numel(result.type.get_shape())
+            if count is None or count > self.max_elements:
+                return
+            result_types.append(result.type)
+        if not all(t.get_element_type() in TORCH_DTYPES for t in result_types):
+            return
+        values = self.evaluate(op)
+        if values is None or len(values) != len(result_types):
+            return
+        attrs = [_dense(t, v) for t, v in zip(result_types, values, strict=True)]
+        if any(a is None for a in attrs):
+            return
+        constants = [npu.ConstantOp(a) for a in attrs if a is not None]
+        _replace(op, constants, [c.result for c in constants], rewriter)
+
+    @staticmethod
+    def evaluate(op: Operation) -> list[torch.Tensor] | None:
+        """The op's results computed on the CPU, or None if it cannot run here."""
+        try:
+            kernel = cpu_kernel(op)
+            with torch.no_grad():
+                out = kernel(*(_operand_tensor(v) for v in op.operands))
+        except (NoKernel, RuntimeError, TypeError, ValueError, IndexError, KeyError):
+            return None
+        outputs = list(out) if isinstance(out, list | tuple) else [out]
+        if not all(isinstance(t, torch.Tensor) for t in outputs):
+            return None
+        return outputs
+
+
+# ------------------------------------------------------------------------- pass
+
+
+@dataclass(frozen=True)
+class NpuFoldConstantsPass(NpuPatternPass):
+    """Identities first (they are cheap and expose constants), evaluation last."""
+
+    name = "npu-fold-constants"
+
+    max_elements: int = 4096
+    """Largest result, in elements, that evaluation may turn into an `npu.constant`."""
+
+    def patterns(self) -> Sequence[RewritePattern]:
+        return (
+            FoldIdentityArithmetic(),
+            FoldIdentityReshape(),
+            FoldIdentitySlice(),
+            FoldIdentityTranspose(),
+            FoldIdentityPermute(),
+            FoldIdentityCast(),
+            FoldIdentityGeneric(),
+            FoldReshapeChain(),
+            FoldUnsqueezeSqueeze(),
+            FoldSqueezeUnsqueeze(),
+            FoldConstantComputation(self.max_elements),
+        )
