@@ -47,15 +47,19 @@ class OptimizeReport:
         return 1.0 - self.ops_after / self.ops_before if self.ops_before else 0.0
 
     def format(self) -> str:
-        lines = [f"{'pass':<22}{'rewrites':>9}{'ops before':>12}{'ops after':>11}{'ms':>9}"]
-        for r in self.rows:
+        """One row per pass run (round, pass, rewrites, ops before/after, ms), then the total."""
+        per_round = len(self.rows) or 1
+        lines = [
+            f"{'round':<6}{'pass':<22}{'rewrites':>9}{'ops before':>12}{'ops after':>11}{'ms':>9}"
+        ]
+        for i, r in enumerate(self.runs):
             lines.append(
-                f"{r.name:<22}{r.rewrites:>9}{r.ops_before:>12}{r.ops_after:>11}"
-                f"{r.seconds * 1e3:>9.2f}"
+                f"{i // per_round + 1:<6}{r.name:<22}{r.rewrites:>9}{r.ops_before:>12}"
+                f"{r.ops_after:>11}{r.seconds * 1e3:>9.2f}"
             )
         lines.append(
-            f"{'npu-optimize':<22}{sum(r.rewrites for r in self.rows):>9}{self.ops_before:>12}"
-            f"{self.ops_after:>11}{self.seconds * 1e3:>9.2f}"
+            f"{'total':<6}{'npu-optimize':<22}{sum(r.rewrites for r in self.rows):>9}"
+            f"{self.ops_before:>12}{self.ops_after:>11}{self.seconds * 1e3:>9.2f}"
             f"   ({self.rounds} rounds, -{self.reduction * 100:.1f}% ops)"
         )
         return "\n".join(lines)
