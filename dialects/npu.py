@@ -96,8 +96,17 @@ class NpuOp(IRDLOperation, abc.ABC):
     irdl_options = (ParsePropInAttrDict(),)
 
     device = opt_attr_def(StringAttr)
+    """`npu` or `cpu`, set by npu-place-devices."""
     vreg = opt_attr_def(IntegerAttr)
+    """Virtual register of the first result (further results: the next numbers), set by
+    npu-assign-vregs."""
+    live = opt_attr_def(DenseArrayBase)
+    """`[s, e]` per result: positions (op indices in the block) of the definition and of
+    the last use, set by npu-liveness."""
+    dead_after = opt_attr_def(DenseArrayBase)
+    """Vregs whose last use is this op, set by npu-liveness."""
     buffer = opt_attr_def(IntegerAttr | DenseArrayBase)
+    """Physical buffer of each result (one int, or one per result), set by npu-linear-scan."""
 
     @property
     def opcode(self) -> str:
@@ -108,10 +117,25 @@ class NpuOp(IRDLOperation, abc.ABC):
             raise VerifyException(
                 f"device must be one of {', '.join(DEVICES)}, got '{self.device.data}'"
             )
+        self.verify_planning_attributes()
         try:
             self.verify_shapes()
         except ShapeError as e:
             raise VerifyException(str(e)) from e
+
+    def verify_planning_attributes(self) -> None:
+        n = len(self.results)
+        if self.live is not None:
+            live = _ints(self.live)
+            if len(live) != 2 * n or any(s > e for s, e in zip(live[::2], live[1::2], strict=True)):
+                raise VerifyException(
+                    f"live must hold one [start, end] pair with start <= end per result "
+                    f"({n} results), got {list(live)}"
+                )
+        if isinstance(self.buffer, DenseArrayBase) and len(_ints(self.buffer)) != n:
+            raise VerifyException(
+                f"buffer must name one buffer per result ({n}), got {list(_ints(self.buffer))}"
+            )
 
     def verify_shapes(self) -> None:
         """Raise ShapeError when operand and result types cannot be related."""

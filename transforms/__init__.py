@@ -20,6 +20,12 @@ FORGE_PASSES = {
     "npu-fuse-operators": "npu_fuse_operators",
     "npu-optimize-layout": "npu_optimize_layout",
     "npu-optimize": "npu_optimize",
+    "npu-place-devices": "npu_place_devices",
+    "npu-assign-vregs": "npu_assign_vregs",
+    "npu-liveness": "npu_liveness",
+    "npu-linear-scan": "npu_linear_scan",
+    "npu-schedule-affinity": "npu_schedule_affinity",
+    "forge-pipeline": "forge_pipeline",
 }
 
 
