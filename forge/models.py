@@ -64,7 +64,8 @@ TINY_DECODER = {
     "num_key_value_heads": 2,
     "max_position_embeddings": 256,
 }
-TINY_DECODER_NO_HEAD_DIM = {**TINY_DECODER, "head_dim": 16}
+TINY_LLAMA3 = {**TINY_DECODER, "head_dim": 16, "max_position_embeddings": 16384}
+"""llama3 RoPE scaling needs max_position_embeddings above its original 8192."""
 
 SPECS: dict[str, ModelSpec] = {
     spec.name: spec
@@ -169,7 +170,7 @@ SPECS: dict[str, ModelSpec] = {
                 "bos_token_id": 128000,
                 "eos_token_id": 128001,
             },
-            {**TINY_DECODER_NO_HEAD_DIM, "bos_token_id": 0, "eos_token_id": 0},
+            {**TINY_LLAMA3, "bos_token_id": 0, "eos_token_id": 0},
             "meta-llama/Llama-3.2-1B (1,235,814,400 parameters)",
         ),
         ModelSpec(
@@ -229,7 +230,7 @@ SPECS: dict[str, ModelSpec] = {
                 "bos_token_id": 128000,
                 "eos_token_id": 128001,
             },
-            {**TINY_DECODER_NO_HEAD_DIM, "bos_token_id": 0, "eos_token_id": 0},
+            {**TINY_LLAMA3, "bos_token_id": 0, "eos_token_id": 0},
             "meta-llama/Llama-3.1-8B (8,030,261,248 parameters; fp32 does not fit in "
             "24 GiB, so the full model is built on the meta device)",
             fits_in_memory=False,

@@ -1,0 +1,63 @@
+"""npu-place-devices: the capability table decides, and it is extensible from Python."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import load_tiny
+
+from forge.capabilities import Capability, register_capability, unregister_capability
+from forge.dialects import npu
+from forge.models import SPECS
+from forge.pipeline import parse_module
+from forge.reference import entry_function
+from forge.transforms.npu_optimize import optimize
+from forge.transforms.npu_place_devices import place
+
+CUMSUM = """
+func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = npu.generic "aten.cumsum.default"(%x, 1 : i64) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %0 : tensor<2x4xf32>
+}
+"""
+
+
+def devices(module) -> list[str]:
+    return [
+        op.device.data for op in entry_function(module).body.block.ops if isinstance(op, npu.NpuOp)
+    ]
+
+
+def test_registering_a_capability_moves_a_generic_op_to_the_npu() -> None:
+    module = parse_module(CUMSUM)
+    place(entry_function(module))
+    assert devices(module) == ["cpu"]
+    register_capability("aten.cumsum.default", Capability(max_rank=4))
+    try:
+        place(entry_function(module))
+        assert devices(module) == ["npu"]
+    finally:
+        unregister_capability("aten.cumsum.default")
+    place(entry_function(module))
+    assert devices(module) == ["cpu"]
+
+
+def test_capability_conditions_are_checked() -> None:
+    register_capability("aten.cumsum.default", Capability(max_rank=1))
+    try:
+        module = parse_module(CUMSUM)
+        placement = place(entry_function(module))
+        assert devices(module) == ["cpu"]
+        assert "aten.cumsum.default: rank 2 outside [0, 1]" in placement.cpu_reasons
+    finally:
+        unregister_capability("aten.cumsum.default")
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_models_put_their_compute_on_the_npu(name: str) -> None:
+    module = load_tiny(name).fresh_module()
+    optimize(module)
+    placement = place(entry_function(module))
+    ops = list(entry_function(module).body.block.ops)
+    compute = [op for op in ops if isinstance(op, npu.SDPAOp | npu.FusedLinearOp | npu.LinearOp)]
+    assert compute and all(op.device.data == "npu" for op in compute)
+    assert placement.npu_ops > 5 * placement.cpu_ops

@@ -1,0 +1,76 @@
+// npu-place-devices: the capability table decides; unsupported ops go to the CPU, and
+// data movement of CPU values stays on the CPU.
+
+// RUN: forge-opt %s -p npu-place-devices --split-input-file | filecheck %s
+
+// Positive: float contractions, attention, norms and activations run on the NPU.
+// CHECK-LABEL: func.func @npu_ops
+// CHECK:         npu.linear {{.*}}device = "npu"
+// CHECK-NEXT:    npu.gelu {{.*}}device = "npu"
+// CHECK-NEXT:    npu.layer_norm {{.*}}device = "npu"
+// CHECK-NEXT:    npu.softmax {{.*}}device = "npu"
+func.func @npu_ops(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = npu.gelu %0 : tensor<4x8xf32>
+  %2 = npu.layer_norm %1 weight %g : tensor<8xf32> {normalized_shape = array<i64: 8>, eps = 1.000000e-05 : f64} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %3 = npu.softmax %2 {dim = -1 : i64} : tensor<4x8xf32>
+  func.return %3 : tensor<4x8xf32>
+}
+
+// -----
+
+// Positive: sdpa with a float mask, embedding with integer indices.
+// CHECK-LABEL: func.func @attention
+// CHECK:         npu.embedding {{.*}}device = "npu"
+// CHECK:         npu.sdpa {{.*}}device = "npu"
+func.func @attention(%ids: tensor<1x4xi64>, %table: tensor<16x8xf32>, %q: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x4xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %e = npu.embedding %table, %ids : (tensor<16x8xf32>, tensor<1x4xi64>) -> tensor<1x4x8xf32>
+  %a = npu.sdpa %q, %q, %q, %m {scale = 1.250000e-01 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf32>
+  func.return %e, %a : tensor<1x4x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Positive: a view of an NPU value is NPU; views of CPU values stay on the CPU.
+// CHECK-LABEL: func.func @neutral
+// CHECK:         %0 = npu.exp %x {device = "npu"}
+// CHECK-NEXT:    %1 = npu.view %0 {device = "npu"}
+// CHECK-NEXT:    %2 = npu.generic "aten.cumsum.default"{{.*}}device = "cpu"
+// CHECK-NEXT:    %3 = npu.view %2 {device = "cpu"}
+func.func @neutral(%x: tensor<2x4xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %0 = npu.exp %x : tensor<2x4xf32>
+  %1 = npu.view %0 : tensor<2x4xf32> -> tensor<8xf32>
+  %2 = npu.generic "aten.cumsum.default"(%x, 1 : i64) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %3 = npu.view %2 : tensor<2x4xf32> -> tensor<8xf32>
+  func.return %1, %3 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Negative: integer tensors, comparisons, where and unknown ATen ops run on the CPU.
+// CHECK-LABEL: func.func @cpu_ops
+// CHECK:         npu.add %i {{.*}}device = "cpu"
+// CHECK-NEXT:    npu.le {{.*}}device = "cpu"
+// CHECK-NEXT:    npu.where {{.*}}device = "cpu"
+// CHECK-NEXT:    npu.generic "aten.flip.default"{{.*}}device = "cpu"
+func.func @cpu_ops(%i: tensor<4xi64>, %x: tensor<4xf32>) -> (tensor<4xi64>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = npu.add %i {scalar = 1 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  %1 = npu.le %x {scalar = 0.000000e+00 : f64} : (tensor<4xf32>) -> tensor<4xi1>
+  %2 = npu.where %1, %x {scalar = 0.000000e+00 : f64} : (tensor<4xi1>, tensor<4xf32>) -> tensor<4xf32>
+  %3 = npu.generic "aten.flip.default"(%x, [0 : i64]) : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %0, %2, %3 : tensor<4xi64>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Negative: dynamic shapes, f64, and sdpa with a boolean mask stay on the CPU.
+// CHECK-LABEL: func.func @unsupported_shapes
+// CHECK:         npu.exp %d {device = "cpu"}
+// CHECK-NEXT:    npu.exp %f {device = "cpu"}
+// CHECK-NEXT:    npu.sdpa {{.*}}device = "cpu"
+func.func @unsupported_shapes(%d: tensor<?x4xf32>, %f: tensor<4xf64>, %q: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x4xi1>) -> (tensor<?x4xf32>, tensor<4xf64>, tensor<1x2x4x8xf32>) {
+  %0 = npu.exp %d : tensor<?x4xf32>
+  %1 = npu.exp %f : tensor<4xf64>
+  %2 = npu.sdpa %q, %q, %q, %m : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xi1>) -> tensor<1x2x4x8xf32>
+  func.return %0, %1, %2 : tensor<?x4xf32>, tensor<4xf64>, tensor<1x2x4x8xf32>
+}
