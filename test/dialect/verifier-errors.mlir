@@ -1240,3 +1240,23 @@ func.func @where_element(%c: tensor<4xi1>, %t: tensor<4xi64>, %u: tensor<4xi64>)
   %0 = npu.where %c, %t, %u : (tensor<4xi1>, tensor<4xi64>, tensor<4xi64>) -> tensor<4xf32>
   func.return
 }
+
+// -----
+
+// Planning attributes: `live` holds one ordered [start, end] pair per result.
+func.func @bad_live(%x: tensor<4xf32>) {
+  // CHECK:      // {{-----}}
+  // CHECK-NEXT: verifier-errors.mlir:[[# @LINE + 1]]:3: error: 'npu.exp' op live must hold one [start, end] pair with start <= end per result (1 results), got [3, 1]
+  %0 = npu.exp %x {live = array<i64: 3, 1>} : tensor<4xf32>
+  func.return
+}
+
+// -----
+
+// Planning attributes: a `buffer` array names one buffer per result.
+func.func @bad_buffer(%x: tensor<4xf32>) {
+  // CHECK:      // {{-----}}
+  // CHECK-NEXT: verifier-errors.mlir:[[# @LINE + 1]]:3: error: 'npu.split' op buffer must name one buffer per result (2), got [0]
+  %0, %1 = npu.split %x {dim = 0 : i64, split_sizes = array<i64: 2, 2>, buffer = array<i64: 0>} : tensor<4xf32> -> tensor<2xf32>, tensor<2xf32>
+  func.return
+}
