@@ -4,6 +4,7 @@
   forge models [--tiny] [--seq N]                   op counts and capture/import times
   forge check MODEL... [--tiny] [--optimize]        imported (optimized) IR vs eager PyTorch
   forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
+  forge plan [MODEL...] [--tiny]                    Phases 3-4: placement, buffers, transitions
   forge doctor                                      NNFactory smoke test on this machine
 
 MODEL is one of the built-in names (`forge models` lists them) or
@@ -63,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--optimize", action="store_true", help="run npu-optimize before executing the IR"
     )
+
+    plan = sub.add_parser("plan", help="Phases 3-4: devices, buffers, transitions")
+    plan.add_argument("names", nargs="*", help="models (default: all six)")
+    plan.add_argument("--tiny", action="store_true")
+    plan.add_argument("--seq", type=int, default=128)
 
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
@@ -212,6 +218,34 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     return 1 if unfused else 0
 
 
+def cmd_plan(ns: argparse.Namespace) -> int:
+    from forge import models
+    from forge.capture import capture
+    from forge.importer import import_program
+    from forge.pipeline import plan
+
+    mib = 1 << 20
+    print(
+        f"{'model':<14}{'npu/cpu ops':>12}{'vregs':>7}{'owning':>8}{'buffers':>8}{'rho_buf':>8}"
+        f"{'planned MiB':>12}{'bound MiB':>10}{'ratio':>7}{'transitions':>13}{'phase3-4 ms':>12}"
+    )
+    for name in ns.names or list(models.SPECS):
+        loaded = load_model(name, ns.tiny, ns.seq)
+        program = import_program(capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs))
+        report = plan(program.module)
+        program.module.verify()
+        p, s, a = report.placement, report.schedule, report.allocation
+        print(
+            f"{name:<14}{f'{p.npu_ops}/{p.cpu_ops}':>12}{a.vregs:>7}{a.allocated_values:>8}"
+            f"{a.buffers:>8}{a.rho_buf:>8.3f}{a.planned_bytes / mib:>12.2f}"
+            f"{a.lower_bound_bytes / mib:>10.2f}{a.ratio:>7.3f}"
+            f"{f'{s.transitions_before} -> {s.transitions_after}':>13}"
+            f"{report.phase34_seconds * 1e3:>12.1f}",
+            flush=True,
+        )
+    return 0
+
+
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
@@ -225,6 +259,7 @@ COMMANDS = {
     "models": cmd_models,
     "check": cmd_check,
     "optimize": cmd_optimize,
+    "plan": cmd_plan,
     "doctor": cmd_doctor,
 }
 

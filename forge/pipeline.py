@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
@@ -9,6 +13,12 @@ from xdsl.passes import PassPipeline
 
 from forge.diagnostics import ForgeError, one_line
 from forge.transforms.pattern_pass import PassRecord, collect_statistics
+
+if TYPE_CHECKING:
+    from forge.transforms.npu_linear_scan import AllocationReport
+    from forge.transforms.npu_optimize import OptimizeReport
+    from forge.transforms.npu_place_devices import Placement
+    from forge.transforms.npu_schedule_affinity import ScheduleReport
 
 
 def make_context() -> Context:
@@ -48,3 +58,39 @@ def run_pipeline(module: ModuleOp, spec: str, verify: bool = True) -> list[PassR
     if verify:
         module.verify()
     return records
+
+
+@dataclass
+class PlanReport:
+    """Every report of the default pipeline (forge-pipeline) for one function."""
+
+    optimize: OptimizeReport
+    placement: Placement
+    schedule: ScheduleReport
+    allocation: AllocationReport
+    phase34_seconds: float
+
+
+def plan(
+    module: ModuleOp, iterations: int = 2, alpha: float = 1.0, layout: str = "auto"
+) -> PlanReport:
+    """forge-pipeline from Python: Phase 2, placement, scheduling, vregs, liveness and
+    linear-scan allocation, in place; returns the reports."""
+    from forge.reference import entry_function
+    from forge.transforms.npu_assign_vregs import assign_vregs
+    from forge.transforms.npu_linear_scan import allocate
+    from forge.transforms.npu_liveness import annotate_liveness
+    from forge.transforms.npu_optimize import optimize
+    from forge.transforms.npu_place_devices import place
+    from forge.transforms.npu_schedule_affinity import schedule
+
+    optimized = optimize(module, iterations, alpha, layout)
+    function = entry_function(module)
+    start = time.perf_counter()
+    placement = place(function)
+    scheduled = schedule(function)
+    assign_vregs(function)
+    annotate_liveness(function)
+    allocation = allocate(function)
+    seconds = time.perf_counter() - start
+    return PlanReport(optimized, placement, scheduled, allocation, seconds)

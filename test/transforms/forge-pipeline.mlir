@@ -1,0 +1,21 @@
+// forge-pipeline: Phase 2, then placement, scheduling, vregs, liveness and linear-scan
+// allocation, in that order (allocation sees the final op order).
+
+// RUN: forge-opt %samples/gpt2_attention.mlir -p forge-pipeline --pass-statistics 2>%t.stats | filecheck %s
+// RUN: filecheck %s --check-prefix=STATS < %t.stats
+
+// CHECK:      npu.addmm {{.*}}{device = "npu", vreg = {{[0-9]+}} : i64, live = array<i64: {{[0-9]+}}, {{[0-9]+}}>, dead_after = array<i64{{.*}}>, buffer = {{[0-9]+}} : i64}
+// CHECK:      npu.where {{.*}}device = "cpu"
+// CHECK:      npu.sdpa {{.*}}device = "npu"
+// CHECK:      func.return
+
+// STATS:      npu-optimize-layout
+// STATS:      npu-place-devices
+// STATS-NEXT: npu-schedule-affinity
+// STATS-NEXT: npu-assign-vregs
+// STATS-NEXT: npu-liveness
+// STATS-NEXT: npu-linear-scan
+// STATS-NEXT: total
+
+// RUN: not forge-opt %samples/gpt2_attention.mlir -p "forge-pipeline{layout=nhwc}" 2>&1 | filecheck %s --check-prefix=BAD
+// BAD: forge-opt: error: invalid pass pipeline 'forge-pipeline{layout=nhwc}': layout must be one of auto, contiguous, channels-last, got 'nhwc'
