@@ -3,8 +3,9 @@
 An op goes to the NPU when `forge.capabilities` says NNFactory can run it (opcode,
 element types, ranks, static shapes, op-specific checks), and to the CPU otherwise.
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
-stays on the device of the value it moves when that value comes from the CPU, rather
-than adding an NPU round trip. `placement_report()` says why each CPU op is there.
+stays on the device of the value it moves when that value comes from the CPU, and a
+constant that only CPU ops read is a CPU constant, rather than adding NPU round trips.
+`placement_report()` says why each CPU op is there.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def _producer_device(op: Operation) -> str | None:
     return None
 
 
+def _only_cpu_users(op: Operation) -> bool:
+    """Whether every reader of `op` is an op the NPU cannot run."""
+    users = [use.operation for result in op.results for use in result.uses]
+    return bool(users) and all(npu_rejects(user) is not None for user in users)
+
+
 def place(function: func.FuncOp) -> Placement:
     """Set `device` on every npu op of `function`, in op order."""
     reasons: Counter[str] = Counter()
@@ -53,6 +60,8 @@ def place(function: func.FuncOp) -> Placement:
         device = "npu" if why is None else "cpu"
         if device == "npu" and isinstance(op, NEUTRAL_OPS) and _producer_device(op) == "cpu":
             device, why = "cpu", "data movement stays with its CPU producer"
+        if device == "npu" and isinstance(op, npu.ConstantOp) and _only_cpu_users(op):
+            device, why = "cpu", "a constant only CPU ops read"
         op.attributes["device"] = StringAttr(device)
         counts[device] += 1
         if why is not None:

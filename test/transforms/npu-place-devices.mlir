@@ -74,3 +74,20 @@ func.func @unsupported_shapes(%d: tensor<?x4xf32>, %f: tensor<4xf64>, %q: tensor
   %2 = npu.sdpa %q, %q, %q, %m : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xi1>) -> tensor<1x2x4x8xf32>
   func.return %0, %1, %2 : tensor<?x4xf32>, tensor<4xf64>, tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Positive: a float constant only CPU ops read stays on the CPU; one the NPU reads
+// goes to the NPU.
+// CHECK-LABEL: func.func @constants
+// CHECK:         %zero = npu.constant {device = "cpu"}
+// CHECK-NEXT:    %one = npu.constant {device = "npu"}
+// CHECK-NEXT:    npu.where {{.*}}device = "cpu"
+// CHECK-NEXT:    npu.add {{.*}}device = "npu"
+func.func @constants(%m: tensor<4xi1>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = npu.constant dense<0.000000e+00> : tensor<f32>
+  %one = npu.constant dense<1.000000e+00> : tensor<f32>
+  %0 = npu.where %m, %zero {scalar = -1.000000e+00 : f64} : (tensor<4xi1>, tensor<f32>) -> tensor<4xf32>
+  %1 = npu.add %x, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  func.return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
