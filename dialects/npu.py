@@ -1281,6 +1281,39 @@ class GenericOp(NpuOp):
         printer.print_function_type(self.inputs.types, self.outputs.types)
 
 
+ATEN_VIEW_OPCODES = frozenset(
+    {
+        "aten.alias.default",
+        "aten.as_strided.default",
+        "aten.chunk.default",
+        "aten.detach.default",
+        "aten.diagonal.default",
+        "aten.expand.default",
+        "aten.expand_as.default",
+        "aten.movedim.int",
+        "aten.narrow.default",
+        "aten.permute.default",
+        "aten.select.int",
+        "aten.slice.Tensor",
+        "aten.split.Tensor",
+        "aten.split_with_sizes.default",
+        "aten.squeeze.dim",
+        "aten.t.default",
+        "aten.transpose.int",
+        "aten.unbind.int",
+        "aten.unflatten.int",
+        "aten.unfold.default",
+        "aten.unsqueeze.default",
+        "aten.view.default",
+        "aten.view.dtype",
+        "aten.view_as.default",
+        "aten.view_as_real.default",
+    }
+)
+"""ATen opcodes whose results are views of their first tensor operand (storage shared):
+liveness extends the root's lifetime over them and layout derives their strides."""
+
+
 def _operand_refs(attr: Attribute) -> list[int]:
     if isinstance(attr, OperandRefAttr):
         return [attr.index.data]

@@ -33,36 +33,7 @@ from forge.dialects import npu
 from forge.transforms.npu_assign_vregs import assign_vregs
 from forge.transforms.pattern_pass import PassRecord, count_ops, record
 
-VIEW_OPCODES = frozenset(
-    {
-        "aten.alias.default",
-        "aten.as_strided.default",
-        "aten.chunk.default",
-        "aten.detach.default",
-        "aten.diagonal.default",
-        "aten.expand.default",
-        "aten.expand_as.default",
-        "aten.movedim.int",
-        "aten.narrow.default",
-        "aten.permute.default",
-        "aten.select.int",
-        "aten.slice.Tensor",
-        "aten.split.Tensor",
-        "aten.split_with_sizes.default",
-        "aten.squeeze.dim",
-        "aten.t.default",
-        "aten.transpose.int",
-        "aten.unbind.int",
-        "aten.unflatten.int",
-        "aten.unfold.default",
-        "aten.unsqueeze.default",
-        "aten.view.default",
-        "aten.view.dtype",
-        "aten.view_as.default",
-        "aten.view_as_real.default",
-    }
-)
-"""Generic ATen ops whose results are views of their first tensor operand."""
+VIEW_OPCODES = npu.ATEN_VIEW_OPCODES
 
 SELF_IF_UNCHANGED = frozenset({"aten.to.device", "aten.to.dtype", "aten.to.dtype_layout"})
 """ATen `to` returns its operand itself when nothing changes: then it is a view too."""

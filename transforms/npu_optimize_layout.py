@@ -120,28 +120,10 @@ def preferred_layouts(op: Operation) -> tuple[str, ...]:
 
 Strides = tuple[int, ...]
 
-ATEN_VIEW_OPCODES = frozenset(
-    {
-        "aten.alias.default",
-        "aten.as_strided.default",
-        "aten.diagonal.default",
-        "aten.expand.default",
-        "aten.narrow.default",
-        "aten.permute.default",
-        "aten.select.int",
-        "aten.slice.Tensor",
-        "aten.split.Tensor",
-        "aten.split_with_sizes.default",
-        "aten.t.default",
-        "aten.transpose.int",
-        "aten.unbind.int",
-        "aten.unfold.default",
-        "aten.view.default",
-    }
-)
-"""Generic opcodes whose results alias their input with other strides (the importer names
-most views; these are the fallbacks). `aten.alias` keeps the strides; the others are
-treated as unknown, hence not contiguous."""
+ATEN_VIEW_OPCODES = npu.ATEN_VIEW_OPCODES
+"""Generic opcodes whose results alias their input (the importer names most views; these
+are the fallbacks). `aten.alias` keeps the strides; the others count as unknown strides,
+hence not contiguous."""
 
 ATEN_DENSE_RESULTS: tuple[type[npu.NpuOp], ...] = (
     npu.MatmulOp,
