@@ -76,11 +76,50 @@ def verify_module(module: ModuleOp, after: str | None = None) -> None:
         raise op_error(op, one_line(str(error)) + suffix) from e
 
 
+def plugin_paths(argv: Sequence[str]) -> list[str]:
+    """The files named by `--load-pass-plugin` (read before argparse runs: passes must be
+    registered before the pipeline is parsed)."""
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg == "--load-pass-plugin" and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif arg.startswith("--load-pass-plugin="):
+            paths.append(arg.split("=", 1)[1])
+    return paths
+
+
+def load_pass_plugin(path: str) -> list[type[ModulePass]]:
+    """Import a Python file and return the passes it defines."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"forge_plugin_{abs(hash(path))}", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise ForgeError(f"cannot load pass plugin '{path}': no such Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise ForgeError(f"{path}: {type(e).__name__}: {one_line(str(e))}") from e
+    passes = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, ModulePass)
+        and value.__module__ == module.__name__
+        and isinstance(getattr(value, "name", None), str)
+    ]
+    if not passes:
+        raise ForgeError(f"{path} defines no ModulePass with a `name`")
+    return passes
+
+
 class ForgeOptMain(xDSLOptMain):
     version_format = "forge-opt (xdsl {xdsl_version})"
 
     def __init__(self, args: Sequence[str] | None = None):
-        super().__init__(description="Forge modular optimizer driver", args=args)
+        argv = list(sys.argv[1:] if args is None else args)
+        self._plugin_passes = [p for path in plugin_paths(argv) for p in load_pass_plugin(path)]
+        super().__init__(description="Forge modular optimizer driver", args=argv)
 
     # ----------------------------------------------------------- registration
 
@@ -99,6 +138,8 @@ class ForgeOptMain(xDSLOptMain):
 
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
+        for pass_class in self._plugin_passes:
+            self.register_pass(pass_class.name, lambda c=pass_class: c)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -110,6 +151,12 @@ class ForgeOptMain(xDSLOptMain):
         )
         arg_parser.add_argument(
             "--list-passes", action="store_true", help="List the registered passes and exit"
+        )
+        arg_parser.add_argument(
+            "--load-pass-plugin",
+            action="append",
+            metavar="FILE.py",
+            help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
         )
         arg_parser.add_argument(
             "--pass-statistics",
