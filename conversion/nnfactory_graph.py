@@ -1,0 +1,748 @@
+"""Lowering of a segment of NPU-placed `npu` ops to one compiled NNFactory graph.
+
+A segment is a run of consecutive ops that placement sent to the NPU. Compiling each
+op as its own graph would pay one OpenVINO compile and one dispatch per op; one graph
+per segment pays them once and lets the compiler fuse across ops. Values read from
+outside the segment (activations and weights alike) become graph parameters, bound
+per call in first-use order; values used after the segment become graph results.
+
+Ops NNFactory has a node for lower natively (matmul, softmax, gather, SDPA, the
+activations, reductions, reshape/transpose/slice/concat); the rest are composed from
+them (layer/RMS norm, subtraction, rsqrt, maximum/minimum, expand, GQA attention).
+Anything else raises `NoNpuLowering`, so the caller can run the op on the CPU.
+
+Compiled graphs are cached by the segment's structure (ops, properties, wiring),
+its input/output types and the precision, so identical segments (the layers of a
+transformer) compile once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import math
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import torch
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from forge.conversion.cpu_kernels import torch_dtype
+from forge.diagnostics import ForgeError
+from forge.dialects import npu
+from forge.dialects.shapes import DYNAMIC, is_bool, is_float
+from forge.nnfactory import PACKAGE, load_backend
+
+Node = Any
+"""An NNFactory `Tensor` (a node of the graph under construction)."""
+
+PRECISIONS: dict[str, type[np.floating]] = {"fp32": np.float32, "fp16": np.float16}
+"""Graph precision -> the numpy dtype every float tensor of the graph has."""
+
+
+class NoNpuLowering(ForgeError):
+    """An op (or a form of it) NNFactory cannot run; the caller falls back to the CPU."""
+
+
+# ------------------------------------------------------------------ compiled graphs
+
+
+@dataclass
+class CompiledGraph:
+    """One compiled NNFactory graph, shared by every segment with the same key."""
+
+    factory: Any
+    """The compiled NNFactory, or None when every output is a segment input."""
+    compile_seconds: float
+    input_dtypes: tuple[np.dtype, ...]
+    sources: tuple[tuple[bool, int], ...]
+    """Per segment output: (from a graph result?, index of the result or the input)."""
+
+
+@dataclass
+class CacheStats:
+    compiles: int = 0
+    hits: int = 0
+    compile_seconds: float = 0.0
+
+
+_GRAPHS: dict[Hashable, CompiledGraph] = {}
+STATS = CacheStats()
+"""Compile/hit counters of the module-level graph cache (tests and reports read them)."""
+
+
+def clear_cache() -> None:
+    """Drop every compiled graph (frees the OpenVINO models) and reset the counters."""
+    _GRAPHS.clear()
+    STATS.compiles = STATS.hits = 0
+    STATS.compile_seconds = 0.0
+
+
+@cache
+def _bindings() -> Any:
+    return importlib.import_module(f"{PACKAGE}.backend.bindings")
+
+
+def _run_graph(factory: Any) -> None:
+    """`NNFactory.run` binds input 0 unconditionally; segments may have no inputs."""
+    _bindings().lib.run(factory._mm)
+
+
+@cache
+def _strided_slice() -> Any:
+    """The backend's `slice`, declared right. The library declares its `size_t` mask
+    lengths as `c_int`; the second one is passed on the stack, its upper half is
+    garbage, and `NNFactory.slice` dies in `std::bad_alloc`. `lib[...]` returns a fresh
+    function pointer, so the library's own declaration stays untouched."""
+    bindings = _bindings()
+    fn = bindings.lib["slice"]
+    mask = bindings.c_u32_array
+    fn.argtypes = [bindings.handler] * 5 + [ctypes.c_size_t, mask, ctypes.c_size_t, mask]
+    fn.restype = bindings.handler
+    return fn
+
+
+# ----------------------------------------------------------------------- segment
+
+
+class Segment:
+    """A lowered segment: call it with the tensors of `inputs`, get those of `outputs`."""
+
+    def __init__(
+        self,
+        ops: Sequence[Operation],
+        inputs: list[SSAValue],
+        outputs: list[SSAValue],
+        precision: str,
+        graph: CompiledGraph | None,
+        cached: bool,
+    ):
+        self.ops = list(ops)
+        self.inputs = inputs
+        self.outputs = outputs
+        self.precision = precision
+        self.graph = graph
+        self.cached = cached
+        """True when the graph came from the cache instead of a compile."""
+        self.input_dtypes = [_torch_for_numpy(d) for d in graph.input_dtypes] if graph else []
+        """What `__call__` converts each input to (the graph's parameter types)."""
+        self.output_dtypes = [torch_dtype(_element(v)) for v in outputs]
+        """What `__call__` returns: the IR's element types."""
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.graph.compile_seconds if self.graph is not None and not self.cached else 0.0
+
+    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if len(tensors) != len(self.inputs):
+            raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
+        if self.graph is None:
+            return ()
+        factory, results = self.graph.factory, []
+        if factory is not None:
+            # The arrays must stay alive until the run: the graph reads them in place.
+            arrays = [
+                t.detach().to(dtype).contiguous().numpy()
+                for t, dtype in zip(tensors, self.input_dtypes, strict=True)
+            ]
+            for i, array in enumerate(arrays):
+                factory.set_input_tensor(array, i)
+            _run_graph(factory)
+            results = factory.out
+        # The factory reuses its output buffers on the next run: copy them out.
+        return tuple(
+            torch.from_numpy(results[i]).to(dtype, copy=True) if computed else tensors[i].to(dtype)
+            for (computed, i), dtype in zip(self.graph.sources, self.output_dtypes, strict=True)
+        )
+
+
+def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSAValue]]:
+    """(values read from outside in first-use order, values used outside in def order)."""
+    inside = set(ops)
+    defined: set[SSAValue] = set()
+    inputs: list[SSAValue] = []
+    seen: set[SSAValue] = set()
+    for op in ops:
+        for v in op.operands:
+            if v not in defined and v not in seen:
+                seen.add(v)
+                inputs.append(v)
+        defined.update(op.results)
+    outputs = [
+        r for op in ops for r in op.results if any(u.operation not in inside for u in r.uses)
+    ]
+    return inputs, outputs
+
+
+def build_segment(ops: Sequence[Operation], precision: str = "fp32") -> Segment:
+    """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once."""
+    if precision not in PRECISIONS:
+        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    inputs, outputs = segment_boundary(ops)
+    if not outputs:
+        return Segment(ops, inputs, outputs, precision, None, cached=False)
+    key = _cache_key(ops, inputs, outputs, precision)
+    graph = _GRAPHS.get(key)
+    if graph is not None:
+        STATS.hits += 1
+        return Segment(ops, inputs, outputs, precision, graph, cached=True)
+    graph = _compile(ops, inputs, outputs, PRECISIONS[precision])
+    _GRAPHS[key] = graph
+    STATS.compiles += 1
+    STATS.compile_seconds += graph.compile_seconds
+    return Segment(ops, inputs, outputs, precision, graph, cached=False)
+
+
+def _cache_key(
+    ops: Sequence[Operation], inputs: list[SSAValue], outputs: list[SSAValue], precision: str
+) -> Hashable:
+    """The segment's structure: op names, properties, operand wiring and all types.
+
+    Attributes compare and hash by value, so they are the key themselves. Discardable
+    attributes (device, vreg, live, buffer) are left out: they do not change what the
+    graph computes, and they differ between transformer layers.
+    """
+    where: dict[SSAValue, tuple[int, int]] = {v: (-1, i) for i, v in enumerate(inputs)}
+    body = []
+    for j, op in enumerate(ops):
+        properties = tuple(sorted(op.properties.items(), key=lambda item: item[0]))
+        operands = tuple(where[v] for v in op.operands)
+        types = tuple(r.type for r in op.results)
+        body.append((op.name, properties, operands, types))
+        where.update({r: (j, k) for k, r in enumerate(op.results)})
+    return (
+        precision,
+        tuple(v.type for v in inputs),
+        tuple(body),
+        tuple(where[v] for v in outputs),
+    )
+
+
+def _compile(
+    ops: Sequence[Operation],
+    inputs: list[SSAValue],
+    outputs: list[SSAValue],
+    float_dtype: type[np.floating],
+) -> CompiledGraph:
+    """Build and compile the graph; the time covers both (what a cache hit saves)."""
+    start = time.perf_counter()
+    builder = GraphBuilder(load_backend().NNFactory(), float_dtype)
+    input_dtypes = tuple(builder.add_parameter(v) for v in inputs)
+    for op in ops:
+        builder.lower(op)
+    # NNFactory guesses results as "nodes nobody consumed"; a segment's results are
+    # the values used after it, which may also be consumed inside it. An output that
+    # is an input unchanged (contiguous, eval dropout, float casts) passes through in
+    # Python, exact and free; outputs sharing a node share one Result.
+    parameters = {_address(builder.node(v)): i for i, v in enumerate(inputs)}
+    results: dict[int, int] = {}
+    sources: list[tuple[bool, int]] = []
+    for v in outputs:
+        address = _address(builder.node(v))
+        if address in parameters:
+            sources.append((False, parameters[address]))
+        else:
+            sources.append((True, results.setdefault(address, len(results))))
+    if not results:
+        return CompiledGraph(None, time.perf_counter() - start, input_dtypes, tuple(sources))
+    factory = builder.factory
+    nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
+    factory.output_nodes = [nodes[address] for address in results]
+    factory.compile()
+    return CompiledGraph(factory, time.perf_counter() - start, input_dtypes, tuple(sources))
+
+
+def _address(node: Node) -> int:
+    return ctypes.cast(node.node, ctypes.c_void_p).value or 0
+
+
+# ------------------------------------------------------------------- the builder
+
+
+def _element(value: SSAValue) -> Attribute:
+    t = value.type
+    if not isinstance(t, TensorType):
+        raise NoNpuLowering(f"non-tensor value of type {t}")
+    return t.get_element_type()
+
+
+def _shape(value: SSAValue) -> list[int]:
+    t = value.type
+    assert isinstance(t, TensorType)
+    shape = list(t.get_shape())
+    if DYNAMIC in shape:
+        raise NoNpuLowering(f"dynamic shape {t}")
+    return shape
+
+
+def _torch_for_numpy(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+def _ints(attr: Any) -> list[int]:
+    return list(attr.get_values())
+
+
+def _scalar(attr: FloatAttr | IntegerAttr) -> float:
+    return float(attr.value.data)
+
+
+def _axis(dim: int, rank: int) -> int:
+    return dim + rank if dim < 0 else dim
+
+
+class GraphBuilder:
+    """Maps SSA values to NNFactory nodes while lowering one op at a time.
+
+    Every float tensor of the graph has one dtype (`float_dtype`): the IR's float
+    types only matter at the segment boundary, where `Segment.__call__` converts.
+    """
+
+    def __init__(self, factory: Any, float_dtype: type[np.floating]):
+        self.factory = factory
+        self.float_dtype = float_dtype
+        self.values: dict[SSAValue, Node] = {}
+
+    # -- values
+
+    def numpy_dtype(self, value: SSAValue) -> np.dtype:
+        element = _element(value)
+        if is_float(element):
+            return np.dtype(self.float_dtype)
+        if isinstance(element, IntegerType) and not is_bool(element):
+            width = element.width.data
+            if width in (8, 16, 32, 64):
+                return np.dtype(f"int{width}")
+        raise NoNpuLowering(f"no NNFactory dtype for element type {element}")
+
+    def add_parameter(self, value: SSAValue) -> np.dtype:
+        dtype = self.numpy_dtype(value)
+        self.values[value] = self.factory.parameter(_shape(value), dtype)
+        return dtype
+
+    def node(self, value: SSAValue) -> Node:
+        return self.values[value]
+
+    def constant(self, data: Any, dtype: np.dtype | type | None = None) -> Node:
+        return self.factory.constant(np.asarray(data, dtype=dtype or self.float_dtype))
+
+    # -- lowering
+
+    def lower(self, op: Operation) -> None:
+        lowering = _lowering_for(op)
+        if lowering is None:
+            raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
+        nodes = lowering(self, op)
+        if not isinstance(nodes, list):
+            nodes = [nodes]
+        self.values.update(zip(op.results, nodes, strict=True))
+
+    def require_float(self, op: Operation) -> None:
+        """Arithmetic lowers only on floats: OpenVINO's integer Divide truncates, ATen's
+        promotes, and NNFactory has no boolean ops."""
+        for v in [*op.operands, *op.results]:
+            if not is_float(_element(v)):
+                raise NoNpuLowering(f"'{op.name}' on element type {_element(v)}")
+
+    # -- building blocks shared by several ops
+
+    def sub(self, a: Node, b: Node) -> Node:
+        return self.factory.eltwise_add(a, self.factory.negative(b))
+
+    def reciprocal(self, x: Node) -> Node:
+        return self.factory.eltwise_div(self.constant(1.0), x)
+
+    def power(self, x: Node, exponent: Node) -> Node:
+        # `NNFactory.power` insists on equal shapes; the backend op broadcasts.
+        return self.factory._call_backend_op("power", x, exponent)
+
+    def slice(self, x: Node, begin: list[int], end: list[int], stride: list[int]) -> Node:
+        """StridedSlice through the corrected binding (see `_strided_slice`)."""
+        masks = np.zeros(len(begin), dtype=np.uint32)
+        bounds = [self.constant(v, np.int64).node for v in (begin, end, stride)]
+        node = _strided_slice()(
+            self.factory._mm, x.node, *bounds, masks.size, masks, masks.size, masks
+        )
+        return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(self.factory, node)
+
+    def reshape(self, x: Node, shape: Sequence[int]) -> Node:
+        return self.factory.reshape(x, list(shape))
+
+    def matmul(self, a: SSAValue, b: SSAValue, transpose_b: bool = False) -> Node:
+        """`a @ b` (`a @ b^T` with `transpose_b`), folding a transpose of the last two
+        dims that produced either operand into MatMul's transpose flags."""
+        a_node, transpose_a = self._untransposed(a)
+        b_node, folded_b = self._untransposed(b)
+        return self.factory.matmul(a_node, b_node, transpose_a, transpose_b != folded_b)
+
+    def _untransposed(self, value: SSAValue) -> tuple[Node, bool]:
+        owner = value.owner
+        if (
+            isinstance(owner, npu.TransposeOp)
+            and owner.input in self.values
+            and len(_shape(owner.input)) >= 2
+        ):
+            rank = len(_shape(owner.input))
+            dims = {_axis(_int(owner.dim0), rank), _axis(_int(owner.dim1), rank)}
+            if dims == {rank - 2, rank - 1}:
+                return self.node(owner.input), True
+        return self.node(value), False
+
+    def linear(self, x: SSAValue, w: SSAValue, bias: SSAValue | None, weight_in_out: bool) -> Node:
+        y = self.matmul(x, w, transpose_b=not weight_in_out)
+        return self.factory.eltwise_add(y, self.node(bias)) if bias is not None else y
+
+
+# ----------------------------------------------------------------- elementwise
+
+UNARY: dict[type[npu.UnaryOp], str] = {
+    npu.NegOp: "negative",
+    npu.AbsOp: "abs",
+    npu.ExpOp: "exp",
+    npu.LogOp: "log",
+    npu.SqrtOp: "sqrt",
+    npu.TanhOp: "tanh",
+    npu.SinOp: "sin",
+    npu.CosOp: "cos",
+    npu.ErfOp: "erf",
+    npu.ReluOp: "relu",
+    npu.SigmoidOp: "sigmoid",
+    npu.SiluOp: "swish",
+}
+"""Unary ops with an NNFactory node of their own (the factory's method names)."""
+
+ACTIVATIONS: dict[str, str | None] = {
+    "none": None,
+    "relu": "relu",
+    "gelu": "gelu_erf",
+    "gelu_tanh": "gelu",  # NNFactory's `gelu` is the tanh approximation
+    "silu": "swish",
+    "sigmoid": "sigmoid",
+}
+
+
+def lower_unary(b: GraphBuilder, op: npu.UnaryOp) -> Node:
+    x = b.node(op.input)
+    match op:
+        case npu.ContiguousOp():
+            return x
+        case npu.DropoutOp():
+            if op.train is not None:
+                raise NoNpuLowering("training-mode 'npu.dropout' (random masks)")
+            return x
+    b.require_float(op)
+    match op:
+        case npu.GeluOp():
+            approximate = op.approximate.data if op.approximate is not None else "none"
+            return b.factory.gelu(x) if approximate == "tanh" else b.factory.gelu_erf(x)
+        case npu.RsqrtOp():
+            return b.reciprocal(b.factory.sqrt(x))
+        case npu.ReciprocalOp():
+            return b.reciprocal(x)
+    name = UNARY.get(type(op))
+    if name is None:
+        raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
+    return getattr(b.factory, name)(x)
+
+
+def lower_binary(b: GraphBuilder, op: npu.BinaryOp) -> Node:
+    b.require_float(op)
+    x = b.node(op.lhs)
+    y = b.node(op.rhs) if op.rhs is not None else b.constant(_scalar(op.scalar))
+    f = b.factory
+    match op:
+        case npu.AddOp():
+            return f.eltwise_add(x, y)
+        case npu.SubOp():
+            return b.sub(x, y)
+        case npu.MulOp():
+            return f.eltwise_mul(x, y)
+        case npu.DivOp():
+            return f.eltwise_div(x, y)
+        case npu.PowOp():
+            return b.power(x, y)
+        case npu.MaximumOp():  # max(x, y) = x + relu(y - x)
+            return f.eltwise_add(x, f.relu(b.sub(y, x)))
+        case npu.MinimumOp():  # min(x, y) = x - relu(x - y)
+            return b.sub(x, f.relu(b.sub(x, y)))
+    raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
+
+
+def lower_cast(b: GraphBuilder, op: npu.CastOp) -> Node:
+    """Float-to-float casts are the identity inside the graph: the whole graph runs in
+    one precision (OpenVINO also folds a Convert round trip, so the narrow type's
+    rounding could not be emulated anyway); the boundary converts to the IR types."""
+    if not (is_float(_element(op.input)) and is_float(_element(op.result))):
+        raise NoNpuLowering(f"cast {_element(op.input)} -> {_element(op.result)}")
+    return b.node(op.input)
+
+
+def lower_constant(b: GraphBuilder, op: npu.ConstantOp) -> Node:
+    value: DenseIntOrFPElementsAttr = op.value
+    dtype = b.numpy_dtype(op.result)
+    shape = _shape(op.result)
+    data = np.asarray(list(value.get_values()), dtype=dtype)
+    data = data.reshape(shape) if data.size == math.prod(shape) else np.full(shape, data[0])
+    return b.constant(data, dtype)
+
+
+# ---------------------------------------------------------------- contractions
+
+
+def lower_matmul(b: GraphBuilder, op: npu.MatmulOp) -> Node:
+    b.require_float(op)
+    return b.matmul(op.lhs, op.rhs)
+
+
+def lower_linear(b: GraphBuilder, op: npu.LinearOp) -> Node:
+    b.require_float(op)
+    return b.linear(op.input, op.weight, op.bias, weight_in_out=False)
+
+
+def lower_addmm(b: GraphBuilder, op: npu.AddmmOp) -> Node:
+    b.require_float(op)
+    return b.linear(op.input, op.weight, op.bias, weight_in_out=True)
+
+
+def lower_fused_linear(b: GraphBuilder, op: npu.FusedLinearOp) -> Node:
+    b.require_float(op)
+    y = b.linear(op.input, op.weight, op.bias, weight_in_out=op.weight_in_out is not None)
+    activation = ACTIVATIONS[op.activation.data]
+    return getattr(b.factory, activation)(y) if activation is not None else y
+
+
+def lower_sdpa(b: GraphBuilder, op: npu.SDPAOp) -> Node:
+    """OpenVINO's ScaledDotProductAttention when the heads match; composed otherwise.
+
+    NNFactory exposes SDPA without its scale input, so a custom scale is folded into
+    the query. It cannot pair query heads with fewer key/value heads (GQA), so that
+    case is composed from MatMul/Softmax with the heads split into groups.
+    """
+    b.require_float(op)
+    q, k = _shape(op.query), _shape(op.key)
+    head_size = q[-1]
+    default_scale = 1.0 / math.sqrt(head_size)
+    scale = op.scale.value.data if op.scale is not None else default_scale
+    causal = op.is_causal is not None
+    if len(q) >= 3 and q[-3] != k[-3]:
+        return _composed_attention(b, op, scale, causal)
+    if op.mask is not None and causal:  # OpenVINO ignores the mask then; ATen adds both
+        return _composed_attention(b, op, scale, causal)
+    query = b.node(op.query)
+    if not math.isclose(scale, default_scale, rel_tol=1e-12):
+        query = b.factory.eltwise_mul(query, b.constant(scale / default_scale))
+    mask = b.node(op.mask) if op.mask is not None else None
+    return b.factory.scaled_dot_product_attention(
+        query, b.node(op.key), b.node(op.value), mask, causal
+    )
+
+
+def _composed_attention(b: GraphBuilder, op: npu.SDPAOp, scale: float, causal: bool) -> Node:
+    """softmax(q k^T * scale + mask) v with q's heads grouped over k/v's (GQA):
+    q [.., Hk*G, L, E] -> [.., Hk, G, L, E] against k [.., Hk, 1, S, E], so query head
+    h uses key/value head h // G, as `enable_gqa` does."""
+    f = b.factory
+    q, k, v = (_shape(x) for x in (op.query, op.key, op.value))
+    batch = q[:-3]
+    hq, hk = (q[-3], k[-3]) if len(q) >= 3 else (1, 1)
+    groups = hq // hk
+    query, key, value = b.node(op.query), b.node(op.key), b.node(op.value)
+    if groups > 1:
+        query = b.reshape(query, [*batch, hk, groups, *q[-2:]])
+        key = b.reshape(key, [*batch, hk, 1, *k[-2:]])
+        value = b.reshape(value, [*batch, hk, 1, *v[-2:]])
+    scores = f.eltwise_mul(f.matmul(query, key, False, True), b.constant(scale))
+    length, source = q[-2], k[-2]
+    if causal:
+        blocked = np.triu(np.full((length, source), -np.inf, dtype=b.float_dtype), k=1)
+        scores = f.eltwise_add(scores, b.constant(blocked))
+    if op.mask is not None:
+        scores = f.eltwise_add(scores, _grouped_mask(b, op.mask, len(q), hk, groups))
+    out = f.matmul(f.softmax(scores, -1), value, False, False)
+    return b.reshape(out, _shape(op.result)) if groups > 1 else out
+
+
+def _grouped_mask(b: GraphBuilder, mask: SSAValue, rank: int, hk: int, groups: int) -> Node:
+    """The mask reshaped to the grouped score layout [.., Hk, G, L, S]."""
+    node, shape = b.node(mask), _shape(mask)
+    if groups == 1:
+        return node
+    shape = [1] * (rank - len(shape)) + shape
+    heads = [hk, groups] if shape[-3] != 1 else [1, 1]
+    return b.reshape(node, [*shape[:-3], *heads, *shape[-2:]])
+
+
+# ----------------------------------------------------- normalization, reductions
+
+
+def lower_softmax(b: GraphBuilder, op: npu.SoftmaxOp) -> Node:
+    b.require_float(op)
+    return b.factory.softmax(b.node(op.input), _axis(_int(op.dim), len(_shape(op.input))))
+
+
+def _norm_axes(op: npu.NormOp) -> list[int]:
+    rank, k = len(_shape(op.operands[0])), len(_ints(op.normalized_shape))
+    return list(range(rank - k, rank))
+
+
+def lower_layer_norm(b: GraphBuilder, op: npu.LayerNormOp) -> Node:
+    """(x - mean) / sqrt(var + eps) * w + b, with the biased variance, as ATen."""
+    b.require_float(op)
+    f, axes = b.factory, _norm_axes(op)
+    x = b.node(op.input)
+    centered = b.sub(x, f.reduce_mean(x, axes, True))
+    variance = f.reduce_mean(f.eltwise_mul(centered, centered), axes, True)
+    std = f.sqrt(f.eltwise_add(variance, b.constant(op.eps.value.data)))
+    y = f.eltwise_div(centered, std)
+    if op.weight is not None:
+        y = f.eltwise_mul(y, b.node(op.weight))
+    if op.bias is not None:
+        y = f.eltwise_add(y, b.node(op.bias))
+    return y
+
+
+def lower_rms_norm(b: GraphBuilder, op: npu.RMSNormOp) -> Node:
+    """x / sqrt(mean(x^2) + eps) * w."""
+    b.require_float(op)
+    f, axes = b.factory, _norm_axes(op)
+    x = b.node(op.input)
+    mean_square = f.reduce_mean(f.eltwise_mul(x, x), axes, True)
+    y = f.eltwise_div(x, f.sqrt(f.eltwise_add(mean_square, b.constant(op.eps.value.data))))
+    return f.eltwise_mul(y, b.node(op.weight)) if op.weight is not None else y
+
+
+def lower_reduce(b: GraphBuilder, op: npu.ReduceOp) -> Node:
+    b.require_float(op)  # ATen sums integers into i64
+    rank = len(_shape(op.input))
+    axes = [_axis(d, rank) for d in _ints(op.dims)] or list(range(rank))
+    reduce = b.factory.reduce_mean if isinstance(op, npu.MeanOp) else b.factory.reduce_sum
+    return reduce(b.node(op.input), axes, op.keepdim is not None)
+
+
+def lower_embedding(b: GraphBuilder, op: npu.EmbeddingOp) -> Node:
+    axis = b.constant(0, np.int64)
+    return b.factory.gather(b.node(op.weight), b.node(op.indices), axis, 0)
+
+
+# --------------------------------------------------------------- data movement
+
+
+def lower_shape(b: GraphBuilder, op: npu.ShapeOp) -> Node:
+    x, shape = b.node(op.input), _shape(op.input)
+    result = _shape(op.result)
+    if 0 in shape or 0 in result:
+        raise NoNpuLowering(f"'{op.name}' on an empty tensor")
+    match op:
+        case npu.ViewOp() | npu.ReshapeOp() | npu.SqueezeOp() | npu.UnsqueezeOp():
+            # OpenVINO's Squeeze drops every unit dim; a reshape to the known result
+            # shape is exact for all four.
+            return x if shape == result else b.reshape(x, result)
+        case npu.TransposeOp():
+            order = list(range(len(shape)))
+            d0, d1 = _axis(_int(op.dim0), len(shape)), _axis(_int(op.dim1), len(shape))
+            order[d0], order[d1] = order[d1], order[d0]
+            return b.factory.transpose(x, order)
+        case npu.PermuteOp():
+            return b.factory.transpose(x, [_axis(d, len(shape)) for d in _ints(op.dims)])
+        case npu.ExpandOp():
+            return _expand(b, x, shape, result, b.numpy_dtype(op.input))
+        case npu.SliceOp():
+            d = _axis(_int(op.dim), len(shape))
+            start, end, step = slice(_int(op.start), _int(op.end), _int(op.step)).indices(shape[d])
+            begin, stop, stride = [0] * len(shape), list(shape), [1] * len(shape)
+            begin[d], stop[d], stride[d] = start, end, step
+            return b.slice(x, begin, stop, stride)
+    raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
+
+
+def _expand(b: GraphBuilder, x: Node, shape: list[int], result: list[int], dtype: np.dtype) -> Node:
+    """NNFactory has no Broadcast node: multiply by ones that are only as large as the
+    expanded dims (x * 1 is exact), letting Multiply's numpy broadcasting expand."""
+    padded = [1] * (len(result) - len(shape)) + shape
+    ones_shape = [r if s == 1 else 1 for s, r in zip(padded, result, strict=True)]
+    if padded == result:
+        return x if len(shape) == len(result) else b.reshape(x, result)
+    return b.factory.eltwise_mul(x, b.constant(np.ones(ones_shape), dtype))
+
+
+def lower_cat(b: GraphBuilder, op: npu.CatOp) -> Node:
+    axis = _axis(_int(op.dim), len(_shape(op.result)))
+    nodes = [b.node(v) for v in op.inputs]
+    out = nodes[0]
+    for node in nodes[1:]:  # NNFactory's Concat takes two inputs
+        out = b.factory.concat(out, node, axis)
+    return out
+
+
+def lower_split(b: GraphBuilder, op: npu.SplitOp) -> list[Node]:
+    x, shape = b.node(op.input), _shape(op.input)
+    d = _axis(_int(op.dim), len(shape))
+    pieces, start = [], 0
+    for size in _ints(op.split_sizes):
+        begin, stop = [0] * len(shape), list(shape)
+        begin[d], stop[d] = start, start + size
+        pieces.append(b.slice(x, begin, stop, [1] * len(shape)))
+        start += size
+    return pieces
+
+
+# ----------------------------------------------------------------------- table
+
+Lowering = Callable[[GraphBuilder, Any], Node | list[Node]]
+
+LOWERINGS: dict[type[Operation], Lowering] = {
+    npu.UnaryOp: lower_unary,
+    npu.BinaryOp: lower_binary,
+    npu.CastOp: lower_cast,
+    npu.ConstantOp: lower_constant,
+    npu.MatmulOp: lower_matmul,
+    npu.LinearOp: lower_linear,
+    npu.AddmmOp: lower_addmm,
+    npu.FusedLinearOp: lower_fused_linear,
+    npu.SDPAOp: lower_sdpa,
+    npu.SoftmaxOp: lower_softmax,
+    npu.LayerNormOp: lower_layer_norm,
+    npu.RMSNormOp: lower_rms_norm,
+    npu.ReduceOp: lower_reduce,
+    npu.EmbeddingOp: lower_embedding,
+    npu.ShapeOp: lower_shape,
+    npu.CatOp: lower_cat,
+    npu.SplitOp: lower_split,
+}
+"""Op class (or abstract base) -> lowering; comparisons, `where`, boolean logic and
+`npu.generic` are absent, as in the capability table."""
+
+
+def _lowering_for(op: Operation) -> Lowering | None:
+    if isinstance(op, npu.CompareOp):
+        return None
+    for cls in type(op).__mro__:
+        if cls in LOWERINGS:
+            return LOWERINGS[cls]
+    return None
+
+
+__all__ = [
+    "STATS",
+    "CacheStats",
+    "NoNpuLowering",
+    "Segment",
+    "build_segment",
+    "clear_cache",
+    "segment_boundary",
+]

@@ -1,0 +1,524 @@
+"""NNFactory segment lowering: every op against the CPU reference, the graph cache, and
+whole tiny models run as NPU segments interleaved with CPU kernels.
+
+With no NPU here, NNFactory compiles for OpenVINO's CPU plugin: the numbers are real.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+
+import pytest
+import torch
+from conftest import load_tiny
+from xdsl.dialects import func
+from xdsl.ir import Operation, SSAValue
+
+from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
+from forge.conversion.nnfactory_graph import (
+    STATS,
+    NoNpuLowering,
+    Segment,
+    build_segment,
+    segment_boundary,
+)
+from forge.numerics import compare
+from forge.pipeline import parse_module, plan
+from forge.reference import ReferenceExecutor, entry_function
+
+FP32_ABS = 1e-4
+FP16_REL = 2e-2
+
+
+def body_ops(function: func.FuncOp) -> list[Operation]:
+    return [op for op in function.body.block.ops if not isinstance(op, func.ReturnOp)]
+
+
+def random_inputs(
+    function: func.FuncOp, seed: int, positive: bool, high: int
+) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    tensors = []
+    for arg in function.body.block.args:
+        shape, dtype = arg.type.get_shape(), torch_dtype(arg.type.get_element_type())
+        if dtype.is_floating_point:
+            t = torch.randn(shape, generator=generator)
+            tensors.append((t.abs() + 0.5 if positive else t).to(dtype))
+        else:
+            tensors.append(torch.randint(0, high, shape, generator=generator, dtype=dtype))
+    return tensors
+
+
+def lower_and_compare(
+    text: str, precision: str = "fp32", positive: bool = False, high: int = 8
+) -> tuple[float, Segment]:
+    """Lower the function body as one segment; return its worst error against the CPU
+    reference (absolute for fp32, relative to the output's magnitude for fp16)."""
+    function = entry_function(parse_module(text))
+    segment = build_segment(body_ops(function), precision)
+    tensors = random_inputs(function, 0, positive, high)
+    by_arg = dict(zip(function.body.block.args, tensors, strict=True))
+    expected = ReferenceExecutor(function, {}, len(tensors))(*tensors)
+    actual = dict(zip(segment.outputs, segment(*[by_arg[v] for v in segment.inputs]), strict=True))
+    returned = function.body.block.last_op.operands
+    worst = 0.0
+    for value, e in zip(returned, expected, strict=True):
+        a = actual[value]
+        assert a.dtype == e.dtype and a.shape == e.shape
+        error = float((a.double() - e.double()).abs().max())
+        if precision == "fp16":
+            error /= max(1.0, float(e.double().abs().max()))
+        worst = max(worst, error)
+    return worst, segment
+
+
+def fn(args: str, results: str, body: str) -> str:
+    return f"func.func @f({args}) -> ({results}) {{\n{body}\n}}"
+
+
+def T(shape: str, element: str = "f32") -> str:
+    return f"tensor<{shape}x{element}>" if shape else f"tensor<{element}>"
+
+
+def unary(name: str, attrs: str = "") -> str:
+    t = T("2x3x8")
+    return fn(f"%x: {t}", t, f"%0 = npu.{name} %x {attrs} : {t}\nfunc.return %0 : {t}")
+
+
+def binary(name: str, rhs_shape: str = "3x8", scalar: str | None = None) -> str:
+    t, r = T("2x3x8"), T(rhs_shape)
+    if scalar is not None:
+        line = f"%0 = npu.{name} %x {{scalar = {scalar}}} : ({t}) -> {t}"
+        return fn(f"%x: {t}", t, f"{line}\nfunc.return %0 : {t}")
+    line = f"%0 = npu.{name} %x, %y : ({t}, {r}) -> {t}"
+    return fn(f"%x: {t}, %y: {r}", t, f"{line}\nfunc.return %0 : {t}")
+
+
+def fused(activation: str, in_out: bool) -> str:
+    x, w, b, y = T("2x5x16"), T("16x12" if in_out else "12x16"), T("12"), T("2x5x12")
+    flag = ", weight_in_out" if in_out else ""
+    return fn(
+        f"%x: {x}, %w: {w}, %b: {b}",
+        y,
+        f'%0 = npu.fused_linear %x, %w, %b {{activation = "{activation}"{flag}}} '
+        f": ({x}, {w}, {b}) -> {y}\nfunc.return %0 : {y}",
+    )
+
+
+def sdpa(hq: int, hk: int, attrs: str = "", mask: str | None = None) -> str:
+    q, kv, out = T(f"2x{hq}x6x8"), T(f"2x{hk}x7x8"), T(f"2x{hq}x6x8")
+    operands, types, args = "%q, %k, %v", f"{q}, {kv}, {kv}", f"%q: {q}, %k: {kv}, %v: {kv}"
+    if mask is not None:
+        operands, types, args = f"{operands}, %m", f"{types}, {T(mask)}", f"{args}, %m: {T(mask)}"
+    line = f"%0 = npu.sdpa {operands} {attrs} : ({types}) -> {out}"
+    return fn(args, out, f"{line}\nfunc.return %0 : {out}")
+
+
+def shape_op(name: str, src: str, dst: str, attrs: str = "") -> str:
+    s, d = T(src), T(dst)
+    return fn(f"%x: {s}", d, f"%0 = npu.{name} %x {attrs} : {s} -> {d}\nfunc.return %0 : {d}")
+
+
+LN = "{normalized_shape = array<i64: 8>, eps = 1.000000e-05 : f64}"
+X, W8 = T("2x3x8"), T("8")
+
+CASES: dict[str, tuple[str, dict]] = {
+    # elementwise, native nodes
+    **{name: (unary(name), {}) for name in ["neg", "abs", "exp", "tanh", "sin", "cos", "erf"]},
+    **{name: (unary(name), {}) for name in ["relu", "sigmoid", "silu"]},
+    **{name: (unary(name), {"positive": True}) for name in ["log", "sqrt"]},
+    "gelu": (unary("gelu"), {}),
+    "gelu_tanh": (unary("gelu", '{approximate = "tanh"}'), {}),
+    # elementwise, composed
+    "rsqrt": (unary("rsqrt"), {"positive": True}),
+    "reciprocal": (unary("reciprocal"), {"positive": True}),
+    "add": (binary("add"), {}),
+    "sub": (binary("sub", "2x1x8"), {}),
+    "mul": (binary("mul", "8"), {}),
+    "div": (binary("div"), {"positive": True}),
+    "pow": (binary("pow"), {"positive": True}),
+    "maximum": (binary("maximum"), {}),
+    "minimum": (binary("minimum", "1x8"), {}),
+    "add_scalar": (binary("add", scalar="1.5 : f64"), {}),
+    "mul_scalar": (binary("mul", scalar="-2 : i64"), {}),
+    "div_scalar": (binary("div", scalar="4.0 : f64"), {}),
+    "pow_scalar_negative_base": (binary("pow", scalar="2.0 : f64"), {}),
+    "pow_cube": (binary("pow", scalar="3.0 : f64"), {}),
+    # contractions
+    "matmul": (
+        fn(
+            f"%a: {T('2x3x4')}, %b: {T('4x5')}",
+            T("2x3x5"),
+            f"%0 = npu.matmul %a, %b : ({T('2x3x4')}, {T('4x5')}) -> {T('2x3x5')}\n"
+            f"func.return %0 : {T('2x3x5')}",
+        ),
+        {},
+    ),
+    "matmul_transposed_b": (
+        fn(
+            f"%a: {T('2x3x4')}, %b: {T('2x5x4')}",
+            T("2x3x5"),
+            f"%t = npu.transpose %b {{dim0 = -1 : i64, dim1 = -2 : i64}} : {T('2x5x4')} -> "
+            f"{T('2x4x5')}\n"
+            f"%0 = npu.matmul %a, %t : ({T('2x3x4')}, {T('2x4x5')}) -> {T('2x3x5')}\n"
+            f"func.return %0 : {T('2x3x5')}",
+        ),
+        {},
+    ),
+    "linear": (
+        fn(
+            f"%x: {T('3x16')}, %w: {T('6x16')}, %b: {T('6')}",
+            T("3x6"),
+            f"%0 = npu.linear %x, %w, %b : ({T('3x16')}, {T('6x16')}, {T('6')}) -> {T('3x6')}\n"
+            f"func.return %0 : {T('3x6')}",
+        ),
+        {},
+    ),
+    "linear_no_bias": (
+        fn(
+            f"%x: {T('2x3x16')}, %w: {T('6x16')}",
+            T("2x3x6"),
+            f"%0 = npu.linear %x, %w : ({T('2x3x16')}, {T('6x16')}) -> {T('2x3x6')}\n"
+            f"func.return %0 : {T('2x3x6')}",
+        ),
+        {},
+    ),
+    "addmm": (
+        fn(
+            f"%b: {T('6')}, %x: {T('3x16')}, %w: {T('16x6')}",
+            T("3x6"),
+            f"%0 = npu.addmm %b, %x, %w : ({T('6')}, {T('3x16')}, {T('16x6')}) -> {T('3x6')}\n"
+            f"func.return %0 : {T('3x6')}",
+        ),
+        {},
+    ),
+    **{
+        f"fused_linear_{act}{'_in_out' if in_out else ''}": (fused(act, in_out), {})
+        for act in ["none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid"]
+        for in_out in (False, True)
+    },
+    # attention
+    "sdpa": (sdpa(4, 4), {}),
+    "sdpa_scale_mask": (sdpa(4, 4, "{scale = 3.000000e-01 : f64}", "2x1x6x7"), {}),
+    "sdpa_causal": (sdpa(4, 4, "{is_causal}"), {}),
+    "sdpa_gqa": (sdpa(4, 2), {}),
+    "sdpa_gqa_scale_mask": (sdpa(6, 2, "{scale = 2.000000e-01 : f64}", "1x1x6x7"), {}),
+    "sdpa_gqa_head_mask_causal": (sdpa(4, 2, "{is_causal}", "2x4x6x7"), {}),
+    # normalization and reductions
+    "softmax": (
+        fn(f"%x: {X}", X, f"%0 = npu.softmax %x {{dim = 1 : i64}} : {X}\nfunc.return %0 : {X}"),
+        {},
+    ),
+    "layer_norm": (
+        fn(
+            f"%x: {X}, %w: {W8}, %b: {W8}",
+            X,
+            f"%0 = npu.layer_norm %x weight %w : {W8} bias %b : {W8} {LN} : {X} -> {X}\n"
+            f"func.return %0 : {X}",
+        ),
+        {},
+    ),
+    "layer_norm_2d_no_affine": (
+        fn(
+            f"%x: {X}",
+            X,
+            "%0 = npu.layer_norm %x {normalized_shape = array<i64: 3, 8>, eps = 1.0e-05 : f64}"
+            f" : {X} -> {X}\nfunc.return %0 : {X}",
+        ),
+        {},
+    ),
+    "rms_norm": (
+        fn(
+            f"%x: {X}, %w: {W8}",
+            X,
+            "%0 = npu.rms_norm %x weight %w : "
+            f"{W8} {{normalized_shape = array<i64: 8>, eps = 1.0e-06 : f64}} : {X} -> {X}\n"
+            f"func.return %0 : {X}",
+        ),
+        {},
+    ),
+    "mean_keepdim": (shape_op("mean", "2x3x8", "2x3x1", "{dims = array<i64: -1>, keepdim}"), {}),
+    "mean_dims": (shape_op("mean", "2x3x8", "3", "{dims = array<i64: 0, 2>}"), {}),
+    "sum_all": (shape_op("sum", "2x3x8", "", "{dims = array<i64>}"), {}),
+    # data movement
+    "view": (shape_op("view", "2x3x8", "6x2x4"), {}),
+    "reshape": (shape_op("reshape", "2x3x8", "48"), {}),
+    "transpose": (shape_op("transpose", "2x3x8", "8x3x2", "{dim0 = 0 : i64, dim1 = -1 : i64}"), {}),
+    "permute": (shape_op("permute", "2x3x8", "8x2x3", "{dims = array<i64: 2, 0, 1>}"), {}),
+    "unsqueeze": (shape_op("unsqueeze", "2x3x8", "2x3x1x8", "{dim = -2 : i64}"), {}),
+    "squeeze": (shape_op("squeeze", "2x1x8", "2x8", "{dim = 1 : i64}"), {}),
+    "slice": (
+        shape_op(
+            "slice",
+            "2x7x8",
+            "2x3x8",
+            "{dim = 1 : i64, start = 1 : i64, end = 9223372036854775807 : i64, step = 2 : i64}",
+        ),
+        {},
+    ),
+    "slice_negative": (
+        shape_op(
+            "slice",
+            "2x7x8",
+            "2x7x3",
+            "{dim = -1 : i64, start = -5 : i64, end = -2 : i64, step = 1 : i64}",
+        ),
+        {},
+    ),
+    "expand": (shape_op("expand", "3x1", "2x3x4"), {}),
+    "contiguous": (
+        fn(
+            f"%x: {X}",
+            X,
+            f"%t = npu.exp %x : {X}\n%0 = npu.contiguous %t : {X}\nfunc.return %0 : {X}",
+        ),
+        {},
+    ),
+    "dropout_eval": (unary("dropout", "{p = 1.000000e-01 : f64}"), {}),
+    "cat": (
+        fn(
+            f"%a: {T('2x3')}, %b: {T('2x1')}, %c: {T('2x4')}",
+            T("2x8"),
+            f"%0 = npu.cat %a, %b, %c, %a {{dim = -1 : i64}} : "
+            f"({T('2x3')}, {T('2x1')}, {T('2x4')}, {T('2x3')}) -> {T('2x11')}\n"
+            "%1 = npu.slice %0 {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64}"
+            f" : {T('2x11')} -> {T('2x8')}\n"
+            f"func.return %1 : {T('2x8')}",
+        ),
+        {},
+    ),
+    "split": (
+        fn(
+            f"%x: {T('3x6')}",
+            f"{T('3x2')}, {T('3x4')}",
+            "%0, %1 = npu.split %x {dim = 1 : i64, split_sizes = array<i64: 2, 4>} : "
+            f"{T('3x6')} -> {T('3x2')}, {T('3x4')}\n"
+            f"func.return %0, %1 : {T('3x2')}, {T('3x4')}",
+        ),
+        {},
+    ),
+    # constants, casts, gathers
+    "constant": (
+        fn(
+            f"%x: {T('2x3')}",
+            T("2x3"),
+            f"%c = npu.constant dense<[1.5, -2.0, 3.25]> : {T('3')}\n"
+            f"%s = npu.constant dense<2.0> : {T('2x3')}\n"
+            f"%0 = npu.add %x, %c : ({T('2x3')}, {T('3')}) -> {T('2x3')}\n"
+            f"%1 = npu.mul %0, %s : ({T('2x3')}, {T('2x3')}) -> {T('2x3')}\n"
+            f"func.return %1 : {T('2x3')}",
+        ),
+        {},
+    ),
+    "embedding": (
+        fn(
+            f"%w: {T('10x4')}, %i: {T('2x3', 'i64')}",
+            T("2x3x4"),
+            f"%0 = npu.embedding %w, %i : ({T('10x4')}, {T('2x3', 'i64')}) -> {T('2x3x4')}\n"
+            f"func.return %0 : {T('2x3x4')}",
+        ),
+        {"high": 10},
+    ),
+}
+
+CAST_F16 = fn(
+    f"%x: {X}",
+    f"{T('2x3x8', 'f16')}, {X}",
+    f"%0 = npu.cast %x : {X} -> {T('2x3x8', 'f16')}\n"
+    f"%1 = npu.exp %0 : {T('2x3x8', 'f16')}\n"
+    f"%2 = npu.cast %1 : {T('2x3x8', 'f16')} -> {X}\n"
+    f"func.return %1, %2 : {T('2x3x8', 'f16')}, {X}",
+)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_fp32(name: str) -> None:
+    text, options = CASES[name]
+    error, _ = lower_and_compare(text, "fp32", **options)
+    print(f"{name} fp32 max-abs {error:.2e}")
+    assert error <= FP32_ABS, f"{name}: max abs error {error:.2e}"
+
+
+FP16_CASES = ["exp", "gelu_tanh", "sub", "pow_scalar_negative_base", "matmul_transposed_b"]
+FP16_CASES += ["linear", "fused_linear_silu_in_out", "sdpa_scale_mask", "sdpa_gqa_scale_mask"]
+FP16_CASES += ["softmax", "layer_norm", "rms_norm", "mean_dims", "expand", "split", "embedding"]
+
+
+@pytest.mark.parametrize("name", FP16_CASES)
+def test_op_fp16(name: str) -> None:
+    text, options = CASES[name]
+    error, _ = lower_and_compare(text, "fp16", **options)
+    print(f"{name} fp16 max-rel {error:.2e}")
+    assert error <= FP16_REL, f"{name}: relative error {error:.2e}"
+
+
+def test_cast_between_floats_runs_at_graph_precision() -> None:
+    """Float casts are the identity inside a graph; the boundary converts to the IR
+    types, so an f16 result comes back as float16 and within f16 rounding."""
+    error, segment = lower_and_compare(CAST_F16, "fp32")
+    assert segment.output_dtypes == [torch.float16, torch.float32]
+    assert error <= 2e-2
+
+
+def test_unlowerable_ops_raise_naming_the_op() -> None:
+    t, b = T("2x3"), T("2x3", "i1")
+    for text, name in [
+        (
+            fn(
+                f"%x: {t}",
+                t,
+                f'%0 = npu.generic "aten.cumsum.default"(%x, 1 : i64) : ({t}) -> '
+                f"{t}\nfunc.return %0 : {t}",
+            ),
+            "npu.generic",
+        ),
+        (
+            fn(
+                f"%x: {t}, %y: {t}",
+                b,
+                f"%0 = npu.lt %x, %y : ({t}, {t}) -> {b}\nfunc.return %0 : {b}",
+            ),
+            "npu.lt",
+        ),
+        (unary("dropout", "{p = 1.000000e-01 : f64, train}"), "npu.dropout"),
+    ]:
+        function = entry_function(parse_module(text))
+        with pytest.raises(NoNpuLowering, match=name):
+            build_segment(body_ops(function))
+
+
+def test_boundary_inputs_in_first_use_order_and_outputs_used_outside() -> None:
+    t = T("2x3")
+    text = fn(
+        f"%a: {t}, %b: {t}, %c: {t}",
+        f"{t}, {t}",
+        f"%0 = npu.mul %b, %a : ({t}, {t}) -> {t}\n"
+        f"%1 = npu.exp %0 : {t}\n"
+        f"%2 = npu.add %1, %c : ({t}, {t}) -> {t}\n"
+        f"%3 = npu.neg %2 : {t}\n"
+        f"%4 = npu.sub %3, %0 : ({t}, {t}) -> {t}\n"
+        f"func.return %4, %1 : {t}, {t}",
+    )
+    function = entry_function(parse_module(text))
+    ops = body_ops(function)
+    a, b, c = function.body.block.args
+    # The segment stops before %4: %3 leaves it; %1 is used inside and returned.
+    inputs, outputs = segment_boundary(ops[:4])
+    assert inputs == [b, a, c]
+    assert outputs == [ops[0].results[0], ops[1].results[0], ops[3].results[0]]
+    error, _ = lower_and_compare(text)
+    assert error <= FP32_ABS
+
+
+def test_identical_segments_compile_once() -> None:
+    text, _ = CASES["layer_norm"]
+    before = STATS.compiles, STATS.hits
+    first = build_segment(body_ops(entry_function(parse_module(text))))
+    second = build_segment(body_ops(entry_function(parse_module(text))))
+    assert second.graph is first.graph and second.cached
+    assert STATS.compiles - before[0] == (0 if first.cached else 1)
+    assert STATS.hits - before[1] == (2 if first.cached else 1)
+    fp16 = build_segment(body_ops(entry_function(parse_module(text))), "fp16")
+    other_eps = build_segment(body_ops(entry_function(parse_module(text.replace("e-05", "e-06")))))
+    assert len({id(s.graph) for s in (first, fp16, other_eps)}) == 3
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def device_of(op: Operation) -> str:
+    device = op.attributes.get("device")
+    return device.data if device is not None else "cpu"  # type: ignore[attr-defined]
+
+
+class MixedExecutor:
+    """The placed function run as NNFactory segments (maximal runs of NPU ops)
+    interleaved with CPU kernels, in schedule order."""
+
+    def __init__(
+        self,
+        function: func.FuncOp,
+        weights: Mapping[str, torch.Tensor],
+        num_inputs: int,
+        precision: str = "fp32",
+    ):
+        args = function.body.block.args
+        self.inputs = list(args[:num_inputs])
+        self.weights = {a: weights[a.name_hint] for a in args[num_inputs:]}
+        self.steps: list[tuple[Callable, Sequence[SSAValue], Sequence[SSAValue]]] = []
+        self.segments: list[Segment] = []
+        for device, group in itertools.groupby(body_ops(function), key=device_of):
+            ops = list(group)
+            if device == "npu":
+                segment = build_segment(ops, precision)
+                self.segments.append(segment)
+                self.steps.append((segment, segment.inputs, segment.outputs))
+            else:
+                for op in ops:
+                    kernel = cpu_kernel(op)
+                    if len(op.results) == 1:
+                        kernel = (lambda k: lambda *xs: (k(*xs),))(kernel)
+                    self.steps.append((kernel, op.operands, op.results))
+        self.results = function.body.block.last_op.operands
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        env: dict[SSAValue, torch.Tensor] = dict(self.weights)
+        env.update(zip(self.inputs, inputs, strict=True))
+        with torch.no_grad():
+            for run, ins, outs in self.steps:
+                env.update(zip(outs, run(*[env[v] for v in ins]), strict=True))
+        return tuple(env[v] for v in self.results)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b"])
+def test_tiny_model_end_to_end_fp32(name: str) -> None:
+    tiny = load_tiny(name)
+    module = tiny.fresh_module()
+    plan(module)
+    function = entry_function(module)
+    program = tiny.program
+    executor = MixedExecutor(function, program.weights, len(program.input_names))
+    npu_ops = sum(len(s.ops) for s in executor.segments)
+    assert executor.segments and npu_ops > len(body_ops(function)) // 2
+    agreement = compare(
+        tiny.model, executor, tiny.args, tiny.kwargs, program.input_names, num_inputs=2
+    )
+    seconds = sum(s.compile_seconds for s in executor.segments)
+    print(
+        f"{name}: {len(executor.segments)} segment(s), {npu_ops} NPU ops, compile "
+        f"{seconds:.2f} s, max-abs vs eager {agreement.max_abs:.2e}, top1 {agreement.top1}"
+    )
+    assert agreement.max_abs <= FP32_ABS
+    assert agreement.top1 == 1.0
+
+
+def test_pass_through_outputs_and_input_free_segments() -> None:
+    """Outputs that are inputs unchanged skip the graph; constants need no inputs."""
+    t = T("2x3")
+    text = fn(
+        f"%x: {t}",
+        f"{t}, {t}, {t}",
+        f"%0 = npu.contiguous %x : {t}\n"
+        f"%c = npu.constant dense<2.0> : {t}\n"
+        f"%1 = npu.dropout %0 {{p = 1.000000e-01 : f64}} : {t}\n"
+        f"func.return %0, %1, %c : {t}, {t}, {t}",
+    )
+    ops = body_ops(entry_function(parse_module(text)))
+    x = torch.randn(2, 3)
+    passed, constant, dropped = build_segment(ops)(x)
+    assert torch.equal(passed, x) and torch.equal(dropped, x)
+    assert torch.equal(constant, torch.full((2, 3), 2.0))
+    alone = build_segment(ops[1:2])
+    assert alone.inputs == [] and torch.equal(alone()[0], constant)
+
+
+def test_transposed_b_folds_into_matmul(tmp_path) -> None:
+    """matmul(a, transpose(b, -1, -2)) becomes one MatMul with transpose_b; the
+    Transpose node drops out of the graph."""
+    _, segment = lower_and_compare(CASES["matmul_transposed_b"][0])
+    path = tmp_path / "segment.xml"
+    segment.graph.factory.save(str(path))
+    xml = path.read_text()
+    assert 'type="Transpose"' not in xml
+    assert 'transpose_b="true"' in xml
