@@ -5,6 +5,7 @@
   forge check MODEL... [--tiny] [--optimize]        imported (optimized) IR vs eager PyTorch
   forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
   forge plan [MODEL...] [--tiny]                    Phases 3-4: placement, buffers, transitions
+  forge compile [MODEL] [--tiny] [--runs K]          compile to NNFactory, run, time vs eager
   forge doctor                                      NNFactory smoke test on this machine
 
 MODEL is one of the built-in names (`forge models` lists them) or
@@ -69,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("names", nargs="*", help="models (default: all six)")
     plan.add_argument("--tiny", action="store_true")
     plan.add_argument("--seq", type=int, default=128)
+
+    comp = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
+    comp.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
+    comp.add_argument("--seq", type=int, default=128)
+    comp.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    comp.add_argument("--granularity", default="segment", choices=["segment", "op"])
+    comp.add_argument("--tiny", action="store_true")
+    comp.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
 
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
@@ -246,6 +255,83 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _latency(run: Any, runs: int) -> tuple[float, float, float]:
+    """(mean, P50, P99) wall time of `run()` in milliseconds over `runs` calls."""
+    import time
+
+    import numpy as np
+
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.mean(times)), float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+def cmd_compile(ns: argparse.Namespace) -> int:
+    import torch
+
+    from forge.executor import compile_model
+    from forge.numerics import eager_outputs, ordered_inputs, random_like
+
+    if ns.runs < 1:
+        raise ForgeError("--runs must be at least 1")
+    mib = 1 << 20
+    print(f"loading {ns.model}{' (tiny)' if ns.tiny else ''}, seq {ns.seq} ...", flush=True)
+    loaded = load_model(ns.model, ns.tiny, ns.seq)
+    print("compiling (export, import, optimize, phases 3-4, NNFactory) ...", flush=True)
+    executor, rep = compile_model(
+        loaded.model, loaded.args, loaded.kwargs, ns.precision, ns.granularity
+    )
+    p, s, a = rep.plan.placement, rep.plan.schedule, rep.plan.allocation
+    print(f"== Phase 2\n{rep.plan.optimize.format()}\n")
+    print(
+        f"placement: {p.npu_ops} npu / {p.cpu_ops} cpu ops; "
+        f"{rep.segments} NNFactory segment(s) ({ns.granularity}), {rep.npu_ops} NPU ops, "
+        f"{rep.fallback_ops} fallback op(s)"
+    )
+    print(
+        f"buffers: {a.vregs} vregs, {a.allocated_values} owning, {a.buffers} buffers, "
+        f"rho_buf {a.rho_buf:.3f}, planned {a.planned_bytes / mib:.2f} MiB "
+        f"(bound {a.lower_bound_bytes / mib:.2f} MiB, ratio {a.ratio:.3f})"
+    )
+    print(f"transitions: {s.transitions_before} -> {s.transitions_after}")
+    for note in rep.notes:
+        print(f"note: {note}")
+    print(f"compile time ({ns.precision}):\n{rep.format_times()}", flush=True)
+
+    vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
+    generator = torch.Generator().manual_seed(1)
+    args = [
+        random_like(x, generator, vocab if i == 0 else None) if isinstance(x, torch.Tensor) else x
+        for i, x in enumerate(loaded.args)
+    ]
+    inputs = ordered_inputs(loaded.model, args, loaded.kwargs, executor.input_names)
+    print(f"running on a random prompt: {ns.runs} run(s) each ...", flush=True)
+    actual = executor(*inputs)  # warm-up
+    expected = eager_outputs(loaded.model, args, loaded.kwargs)
+    forge_ms = _latency(lambda: executor(*inputs), ns.runs)
+    stats = executor.stats
+    with torch.no_grad():
+        eager_ms = _latency(lambda: loaded.model(*args, **loaded.kwargs), ns.runs)
+    for label, (mean, p50, p99) in (("forge", forge_ms), ("eager", eager_ms)):
+        print(f"latency {label}: mean {mean:.2f} ms, P50 {p50:.2f} ms, P99 {p99:.2f} ms")
+    print(f"speedup vs eager (mean): {eager_ms[0] / forge_ms[0]:.2f}x")
+    max_abs, top1 = 0.0, 1.0
+    for e, x in zip(expected, actual, strict=True):
+        max_abs = max(max_abs, float((x.float() - e.float()).abs().max()))
+        if e.dim() > 0 and e.dtype.is_floating_point:
+            top1 = min(top1, (x.argmax(-1) == e.argmax(-1)).float().mean().item())
+    print(
+        f"vs eager: max-abs logit diff {max_abs:.3e}, top-1 agreement {top1 * 100:.2f}%; "
+        f"per run {stats.dispatches} dispatches, {stats.transitions} transitions, "
+        f"{stats.bytes_moved / mib:.2f} MiB in/out of NNFactory",
+        flush=True,
+    )
+    return 0
+
+
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
@@ -260,6 +346,7 @@ COMMANDS = {
     "check": cmd_check,
     "optimize": cmd_optimize,
     "plan": cmd_plan,
+    "compile": cmd_compile,
     "doctor": cmd_doctor,
 }
 

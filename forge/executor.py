@@ -1,0 +1,303 @@
+"""Run a planned `npu` function: NNFactory segments for NPU ops, CPU kernels for the rest.
+
+After `forge.pipeline.plan` the function body is in its scheduled order and every op
+carries a `device`. The executor walks that order once, at build time:
+
+* each maximal run of consecutive `npu` ops becomes one NNFactory `Segment`
+  (`granularity="segment"`), or one segment per op (`granularity="op"`, one
+  dispatch per NPU op); a run NNFactory cannot lower (`NoNpuLowering`) falls back to
+  CPU kernels op by op, counted in `fallback_ops` and explained in `notes`;
+* every other op becomes its pre-resolved `cpu_kernel`.
+
+The result is a flat list of steps (callable, input slots, output slots, device) over
+a list of values, as in `ReferenceExecutor`; weights are bound once, in the template.
+A call copies the template, feeds the inputs and runs the steps in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from forge.conversion.cpu_kernels import cpu_kernel
+from forge.conversion.nnfactory_graph import PRECISIONS, NoNpuLowering, Segment, build_segment
+from forge.diagnostics import ForgeError
+from forge.reference import entry_function
+from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
+
+GRANULARITIES = ("segment", "op")
+
+
+@dataclass(frozen=True)
+class Step:
+    run: Callable[..., Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    device: str
+    """Where the step runs: "npu" for an NNFactory segment, else "cpu"."""
+    segment: bool
+    """An NNFactory segment call (returns a tuple); else a CPU kernel (a value for one
+    output, a sequence for several)."""
+
+
+@dataclass
+class ExecutionStats:
+    calls: int = 0
+    """Executor calls these figures cover."""
+    dispatches: int = 0
+    """NNFactory segment calls."""
+    transitions: int = 0
+    """Consecutive steps whose devices differ (the scheduler's transition count)."""
+    bytes_in: int = 0
+    """Bytes of the tensors handed to segments."""
+    bytes_out: int = 0
+    """Bytes of the tensors segments returned."""
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_in + self.bytes_out
+
+    def add(self, other: ExecutionStats) -> None:
+        self.calls += other.calls
+        self.dispatches += other.dispatches
+        self.transitions += other.transitions
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+
+
+class CompiledNPUExecutor:
+    """A planned function as NNFactory segments interleaved with CPU kernels.
+
+    `stats` holds the figures of the last call (reset at every call); `total_stats`
+    accumulates them over all calls since construction.
+    """
+
+    def __init__(
+        self,
+        module_or_function: ModuleOp | func.FuncOp,
+        weights: Mapping[str, torch.Tensor],
+        num_inputs: int,
+        precision: str = "fp32",
+        granularity: str = "segment",
+    ):
+        if precision not in PRECISIONS:
+            raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+        if granularity not in GRANULARITIES:
+            raise ForgeError(
+                f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
+            )
+        start = time.perf_counter()
+        function = entry_function(module_or_function)
+        check_schedule(function)
+        args = function.body.block.args
+        names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
+        missing = [n for n in names[num_inputs:] if n not in weights]
+        if missing:
+            raise ForgeError(f"no tensor given for weight argument(s): {', '.join(missing)}")
+        self.precision = precision
+        self.granularity = granularity
+        self.num_inputs = num_inputs
+        self.input_names = names[:num_inputs]
+        self.segments: list[Segment] = []
+        self.fallback_ops = 0
+        self.notes: list[str] = []
+
+        self._slots: dict[SSAValue, int] = {a: i for i, a in enumerate(args)}
+        self._template: list[Any] = [None] * len(args)
+        for i in range(num_inputs, len(args)):
+            self._template[i] = weights[names[i]]
+        self._steps: list[Step] = []
+
+        run: list[Operation] = []
+        for op in body_ops(function.body.block):
+            if device_of(op) == "npu":
+                run.append(op)
+                continue
+            self._add_npu_run(run)
+            run = []
+            self._add_cpu(op)
+        self._add_npu_run(run)
+        terminator = function.body.block.last_op
+        assert isinstance(terminator, func.ReturnOp)
+        self._results = tuple(self._slot(v) for v in terminator.arguments)
+        self.npu_ops = sum(len(s.ops) for s in self.segments)
+        self.compile_seconds = sum(s.compile_seconds for s in self.segments)
+        """NNFactory build+compile time of the graphs this executor compiled (cache hits
+        cost nothing)."""
+        self.build_seconds = time.perf_counter() - start
+        self.stats = ExecutionStats()
+        self.total_stats = ExecutionStats()
+
+    # -- building
+
+    def _slot(self, value: SSAValue) -> int:
+        return self._slots[value]
+
+    def _new_slots(self, values: Sequence[SSAValue]) -> tuple[int, ...]:
+        slots = []
+        for v in values:
+            self._slots[v] = len(self._template)
+            self._template.append(None)
+            slots.append(self._slots[v])
+        return tuple(slots)
+
+    def _add_cpu(self, op: Operation) -> None:
+        inputs = tuple(self._slot(v) for v in op.operands)
+        outputs = self._new_slots(op.results)
+        self._steps.append(Step(cpu_kernel(op), inputs, outputs, "cpu", False))
+
+    def _add_npu_run(self, ops: list[Operation]) -> None:
+        if not ops:
+            return
+        groups = [ops] if self.granularity == "segment" else [[op] for op in ops]
+        for group in groups:
+            try:
+                segment = build_segment(group, self.precision)
+            except NoNpuLowering as e:
+                self.fallback_ops += len(group)
+                self.notes.append(f"{len(group)} NPU-placed op(s) run on the CPU: {e}")
+                for op in group:
+                    self._add_cpu(op)
+                continue
+            inputs = tuple(self._slot(v) for v in segment.inputs)
+            # Values of the segment nobody outside reads get no slot.
+            outputs = self._new_slots(segment.outputs)
+            self.segments.append(segment)
+            self._steps.append(Step(segment, inputs, outputs, "npu", True))
+
+    # -- running
+
+    @property
+    def steps(self) -> list[Step]:
+        return list(self._steps)
+
+    def static_transitions(self) -> int:
+        """Device changes between consecutive steps of the plan (what a call counts)."""
+        return sum(a.device != b.device for a, b in itertools.pairwise(self._steps))
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if len(inputs) != self.num_inputs:
+            raise ForgeError(f"expected {self.num_inputs} inputs, got {len(inputs)}")
+        env = self._template.copy()
+        env[: self.num_inputs] = inputs
+        stats = ExecutionStats(calls=1)
+        previous: str | None = None
+        with torch.no_grad():
+            for step in self._steps:
+                if previous is not None and step.device != previous:
+                    stats.transitions += 1
+                previous = step.device
+                args = [env[i] for i in step.inputs]
+                result = step.run(*args)
+                outs = step.outputs
+                if step.segment:
+                    stats.dispatches += 1
+                    stats.bytes_in += sum(t.nbytes for t in args)
+                    stats.bytes_out += sum(t.nbytes for t in result)
+                    for slot, value in zip(outs, result, strict=True):
+                        env[slot] = value
+                elif len(outs) == 1:
+                    env[outs[0]] = result
+                elif outs:
+                    for slot, value in zip(outs, result, strict=True):
+                        env[slot] = value
+        self.stats = stats
+        self.total_stats.add(stats)
+        return tuple(env[i] for i in self._results)
+
+
+# ----------------------------------------------------------------- whole compile
+
+
+@dataclass
+class CompileReport:
+    """What `compile_model` did and how long each phase took (seconds)."""
+
+    plan: Any
+    """The `forge.pipeline.PlanReport` (Phase 2, placement, schedule, allocation)."""
+    export_seconds: float
+    import_seconds: float
+    optimize_seconds: float
+    """Phase 2 (npu-optimize)."""
+    phase34_seconds: float
+    """Placement, scheduling, vregs, liveness and buffer allocation."""
+    conversion_seconds: float
+    """Building the executor, NNFactory graph builds and compiles included."""
+    nnfactory_compile_seconds: float
+    """The part of `conversion_seconds` spent building and compiling NNFactory graphs."""
+    segments: int
+    npu_ops: int
+    fallback_ops: int
+    input_names: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_seconds(self) -> float:
+        return (
+            self.export_seconds
+            + self.import_seconds
+            + self.optimize_seconds
+            + self.phase34_seconds
+            + self.conversion_seconds
+        )
+
+    def format_times(self) -> str:
+        rows = [
+            ("torch.export", self.export_seconds),
+            ("import", self.import_seconds),
+            ("optimize (Phase 2)", self.optimize_seconds),
+            ("phases 3-4", self.phase34_seconds),
+            ("conversion", self.conversion_seconds),
+        ]
+        lines = [f"  {name:<20}{seconds:>9.3f} s" for name, seconds in rows]
+        lines.append(
+            f"  {'  of which NNFactory':<20}{self.nnfactory_compile_seconds:>9.3f} s "
+            f"({self.segments} segment(s))"
+        )
+        lines.append(f"  {'total':<20}{self.total_seconds:>9.3f} s")
+        return "\n".join(lines)
+
+
+def compile_model(
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
+    granularity: str = "segment",
+) -> tuple[CompiledNPUExecutor, CompileReport]:
+    """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase."""
+    from forge.capture import capture
+    from forge.importer import import_program
+    from forge.pipeline import plan
+
+    captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
+    program = import_program(captured)
+    start = time.perf_counter()
+    report = plan(program.module)
+    plan_seconds = time.perf_counter() - start
+    program.module.verify()
+    executor = CompiledNPUExecutor(
+        program.function, program.weights, len(program.input_names), precision, granularity
+    )
+    return executor, CompileReport(
+        plan=report,
+        export_seconds=captured.export_seconds,
+        import_seconds=program.import_seconds,
+        optimize_seconds=max(0.0, plan_seconds - report.phase34_seconds),
+        phase34_seconds=report.phase34_seconds,
+        conversion_seconds=executor.build_seconds,
+        nnfactory_compile_seconds=executor.compile_seconds,
+        segments=len(executor.segments),
+        npu_ops=executor.npu_ops,
+        fallback_ops=executor.fallback_ops,
+        input_names=list(program.input_names),
+        notes=[*program.notes, *executor.notes],
+    )

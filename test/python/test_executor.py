@@ -1,0 +1,126 @@
+"""CompiledNPUExecutor: planned tiny models run as NNFactory segments + CPU kernels,
+against eager PyTorch; dispatch and transition accounting; the `forge compile` CLI."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import load_tiny
+
+from forge.executor import CompiledNPUExecutor, compile_model
+from forge.numerics import compare, eager_outputs, ordered_inputs
+from forge.pipeline import PlanReport, plan
+from forge.reference import entry_function
+
+MODELS = ["gpt2", "llama-3.2-1b"]
+FP32_ABS = 1e-4
+FP16_REL = 5e-2
+
+
+def planned(name: str) -> tuple[object, PlanReport, object]:
+    tiny = load_tiny(name)
+    module = tiny.fresh_module()
+    return tiny, plan(module), module
+
+
+def executor_for(tiny, module, precision: str = "fp32", granularity: str = "segment"):
+    program = tiny.program
+    return CompiledNPUExecutor(
+        module, program.weights, len(program.input_names), precision, granularity
+    )
+
+
+def agreement(tiny, executor, num_inputs: int = 3):
+    return compare(
+        tiny.model, executor, tiny.args, tiny.kwargs, tiny.program.input_names, num_inputs
+    )
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fp32_matches_eager(name: str) -> None:
+    tiny, _, module = planned(name)
+    executor = executor_for(tiny, module)
+    assert executor.segments and executor.fallback_ops == 0
+    result = agreement(tiny, executor)
+    assert result.max_abs <= FP32_ABS
+    assert result.top1 == 1.0
+    assert executor.stats.calls == 1 and executor.total_stats.calls == 3
+    assert executor.stats.dispatches == len(executor.segments)
+    assert executor.stats.bytes_in > 0 and executor.stats.bytes_out > 0
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_op_granularity_same_logits_more_dispatches(name: str) -> None:
+    tiny, _, module = planned(name)
+    by_segment = executor_for(tiny, module, granularity="segment")
+    by_op = executor_for(tiny, module, granularity="op")
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    for a, b in zip(by_segment(*inputs), by_op(*inputs), strict=True):
+        assert float((a - b).abs().max()) <= FP32_ABS
+    assert by_op.stats.dispatches == by_op.npu_ops
+    assert by_op.stats.dispatches > by_segment.stats.dispatches
+    assert agreement(tiny, by_op, 1).top1 == 1.0
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("granularity", ["segment", "op"])
+def test_runtime_transitions_equal_scheduler(name: str, granularity: str) -> None:
+    tiny, report, module = planned(name)
+    executor = executor_for(tiny, module, granularity=granularity)
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    executor(*inputs)
+    steps = executor.steps
+    counted = sum(a.device != b.device for a, b in itertools.pairwise(steps))
+    assert executor.stats.transitions == counted == executor.static_transitions()
+    assert executor.stats.transitions == report.schedule.transitions_after
+    assert len(entry_function(module).body.block.ops) > len(steps)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fp16_runs_within_loose_tolerance(name: str) -> None:
+    tiny, _, module = planned(name)
+    executor = executor_for(tiny, module, precision="fp16")
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    actual = executor(*inputs)
+    expected = eager_outputs(tiny.model, tiny.args, tiny.kwargs)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        scale = max(1.0, float(e.abs().max()))
+        assert float((a.float() - e.float()).abs().max()) / scale <= FP16_REL
+
+
+def test_compile_model_reports_every_phase() -> None:
+    tiny = load_tiny("gpt2")
+    executor, report = compile_model(tiny.model, tiny.args, tiny.kwargs)
+    for seconds in (
+        report.export_seconds,
+        report.import_seconds,
+        report.optimize_seconds,
+        report.phase34_seconds,
+        report.conversion_seconds,
+    ):
+        assert seconds >= 0.0
+    assert report.conversion_seconds >= report.nnfactory_compile_seconds
+    assert report.segments == len(executor.segments) and report.fallback_ops == 0
+    assert "conversion" in report.format_times()
+    result = compare(tiny.model, executor, tiny.args, tiny.kwargs, report.input_names, 1)
+    assert result.max_abs <= FP32_ABS and result.top1 == 1.0
+
+
+def test_forge_compile_cli() -> None:
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    done = subprocess.run(
+        [sys.executable, "-m", "forge.cli", "compile", "gpt2", "--tiny", "--runs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "latency forge: mean" in done.stdout
+    assert "latency eager: mean" in done.stdout
+    assert "top-1 agreement 100.00%" in done.stdout
