@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=1  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=2  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -36,8 +36,9 @@ rm -rf "$SDIST" "$OVWHEEL" "$OVROOT" "$BUILD/cmake" "$BUILD/lib"
 tar -xzf "$BUILD/dl/intel_npu_acceleration_library-$NPU_VERSION.tar.gz" -C "$BUILD"
 "$PY" -m zipfile -e "$(ls "$BUILD"/dl/openvino-"$OV_VERSION"-*.whl | head -n1)" "$OVWHEEL"
 
-# Upstream sets OpenVINO's model cache to "./cache", writing blobs into whatever the
-# working directory is. Make it opt-in: NNFACTORY_CACHE_DIR=<dir> enables it.
+# Two patches to upstream's inference.h. It sets OpenVINO's model cache to "./cache",
+# writing blobs into whatever the working directory is: make it opt-in
+# (NNFACTORY_CACHE_DIR=<dir>). And see the performance-mode note below.
 INFERENCE_H=$SDIST/include/intel_npu_acceleration_library/inference.h
 "$PY" - "$INFERENCE_H" <<'PYEOF'
 import sys
@@ -47,7 +48,16 @@ old = 'core.set_property(ov::cache_dir("cache"));'
 new = ('if (const char* cache_dir = std::getenv("NNFACTORY_CACHE_DIR")) '
        '{ core.set_property(ov::cache_dir(cache_dir)); }')
 assert old in src, "inference.h changed upstream; update the cache-dir patch"
-src = "#include <cstdlib>\n" + src.replace(old, new)
+src = src.replace(old, new)
+# Upstream asks OpenVINO for THROUGHPUT (several streams, few threads per request);
+# Forge runs one request at a time, so default to LATENCY. NNFACTORY_PERFORMANCE_MODE=
+# THROUGHPUT restores upstream's choice.
+old = "ov::hint::performance_mode(ov::hint::PerformanceMode::THROUGHPUT)"
+new = ("ov::hint::performance_mode(std::getenv(\"NNFACTORY_PERFORMANCE_MODE\") && "
+       "std::string(std::getenv(\"NNFACTORY_PERFORMANCE_MODE\")) == \"THROUGHPUT\" ? "
+       "ov::hint::PerformanceMode::THROUGHPUT : ov::hint::PerformanceMode::LATENCY)")
+assert old in src, "inference.h changed upstream; update the performance-mode patch"
+src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
 open(path, "w").write(src)
 PYEOF
 
