@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--tiny", action="store_true")
     comp.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
 
+    fuzz = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
+    fuzz.add_argument("--cases", type=int, default=200)
+    fuzz.add_argument("--seed", type=int, default=0)
+    fuzz.add_argument("--pipeline", default="forge-pipeline")
+    fuzz.add_argument("--workdir", default="build/fuzz-ir", help="mutants and failures go here")
+
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
@@ -332,6 +338,19 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fuzz_ir(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from forge.fuzz import fuzz
+
+    root = Path(__file__).resolve().parents[1]
+    result = fuzz(root, ns.cases, ns.seed, ns.pipeline, Path(ns.workdir))
+    print(result.summary())
+    for outcome, where in result.failures:
+        print(f"  {outcome}: {where}")
+    return 1 if result.bad else 0
+
+
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
@@ -346,6 +365,7 @@ COMMANDS = {
     "check": cmd_check,
     "optimize": cmd_optimize,
     "plan": cmd_plan,
+    "fuzz-ir": cmd_fuzz_ir,
     "compile": cmd_compile,
     "doctor": cmd_doctor,
 }
