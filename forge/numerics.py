@@ -88,3 +88,73 @@ def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
     assert isinstance(executor, ReferenceExecutor)
     names = executor.input_names
     return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)
+
+
+class NumericsChecker:
+    """`forge-opt --check-numerics`: execute the IR before and after every pass on the
+    same random inputs (every function argument, weights included, is random) and name
+    the first pass that changes the results."""
+
+    def __init__(self, num_inputs: int = 2, tolerance: float = 1e-5, seed: int = 0):
+        self.num_inputs = num_inputs
+        self.tolerance = tolerance
+        self.seed = seed
+        self._inputs: list[list[torch.Tensor]] | None = None
+        self._expected: list[tuple[torch.Tensor, ...]] = []
+
+    def _random_inputs(self, module: Any) -> list[list[torch.Tensor]]:
+        from forge.conversion.cpu_kernels import torch_dtype
+        from forge.dialects.shapes import DYNAMIC
+        from forge.reference import entry_function
+
+        args = entry_function(module).body.block.args
+        generator = torch.Generator().manual_seed(self.seed)
+        runs = []
+        for _ in range(self.num_inputs):
+            tensors = []
+            for arg in args:
+                shape = [2 if d == DYNAMIC else d for d in arg.type.get_shape()]
+                dtype = torch_dtype(arg.type.get_element_type())
+                if dtype.is_floating_point:
+                    tensors.append(torch.randn(shape, generator=generator).to(dtype))
+                else:  # indices and masks: small values stay in range
+                    high = 2
+                    tensors.append(torch.randint(0, high, shape, generator=generator).to(dtype))
+            runs.append(tensors)
+        return runs
+
+    def _run(self, module: Any) -> list[tuple[torch.Tensor, ...]]:
+        from forge.reference import ReferenceExecutor
+
+        assert self._inputs is not None
+        executor = ReferenceExecutor(module, {}, num_inputs=len(self._inputs[0]))
+        return [executor(*inputs) for inputs in self._inputs]
+
+    def baseline(self, module: Any) -> None:
+        self._inputs = self._random_inputs(module)
+        self._expected = self._run(module)
+
+    def check(self, module: Any, pass_name: str) -> None:
+        """Raise ForgeError when `pass_name` changed the results beyond the tolerance."""
+        from forge.diagnostics import ForgeError
+
+        actual = self._run(module)
+        worst = 0.0
+        for expected_run, actual_run in zip(self._expected, actual, strict=True):
+            for e, a in zip(expected_run, actual_run, strict=True):
+                if not torch.equal(torch.isnan(a), torch.isnan(e)):
+                    worst = float("inf")
+                    continue
+                finite = ~torch.isnan(e)
+                if not finite.any():
+                    continue
+                diff = float((a[finite].double() - e[finite].double()).abs().max())
+                scale = max(1.0, float(e[finite].double().abs().max()))
+                worst = max(worst, diff / scale)
+        if worst > self.tolerance:
+            raise ForgeError(
+                f"pass '{pass_name}' changed the results: max-abs difference {worst:.3e} "
+                f"relative to max(1, |result|) (tolerance {self.tolerance:.0e}) on "
+                f"{len(actual)} random inputs"
+            )
+        self._expected = actual

@@ -159,6 +159,12 @@ class ForgeOptMain(xDSLOptMain):
             help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
         )
         arg_parser.add_argument(
+            "--check-numerics",
+            action="store_true",
+            help="Execute the IR before and after every pass on random inputs; name the "
+            "first pass that changes the results",
+        )
+        arg_parser.add_argument(
             "--pass-statistics",
             action="store_true",
             help="Print, per Forge pass, rewrites, ops before/after and milliseconds (stderr)",
@@ -188,10 +194,17 @@ class ForgeOptMain(xDSLOptMain):
         self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
     ) -> None:
         now = time.perf_counter()
+        if previous is None and self.args.check_numerics:
+            from forge.numerics import NumericsChecker
+
+            self._numerics = NumericsChecker()
+            self._numerics.baseline(module)
         if previous is not None:
             self._timings.append((previous.name, now - self._pass_start))
             if not self.args.disable_verify:
                 verify_module(module, after=previous.name)
+            if self.args.check_numerics:
+                self._numerics.check(module, previous.name)
             if self.args.print_ir_after_all:
                 print(f"// -----// IR Dump After {previous.name} //----- //", file=sys.stderr)
                 Printer(stream=sys.stderr).print_op(module)
