@@ -159,6 +159,12 @@ class ForgeOptMain(xDSLOptMain):
             help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
         )
         arg_parser.add_argument(
+            "--emit",
+            choices=("mlir", "dot"),
+            default="mlir",
+            help="Output format: the IR (default) or a Graphviz graph of each function",
+        )
+        arg_parser.add_argument(
             "--check-numerics",
             action="store_true",
             help="Execute the IR before and after every pass on random inputs; name the "
@@ -231,6 +237,13 @@ class ForgeOptMain(xDSLOptMain):
             verify_module(module)
         return module
 
+    def render(self, module: ModuleOp) -> str:
+        if self.args.emit == "dot":
+            from forge.tools.emit_dot import module_to_dot
+
+            return module_to_dot(module)
+        return self.output_resulting_program(module)
+
     def run(self) -> None:
         if self.args.list_passes:
             for name in sorted(self.available_passes):
@@ -245,7 +258,7 @@ class ForgeOptMain(xDSLOptMain):
                 try:
                     module = self.parse_chunk(chunk, "mlir", offset)
                     self.apply_passes(module)
-                    output.write(self.output_resulting_program(module))
+                    output.write(self.render(module))
                 except (ForgeError, ParseError, DiagnosticException) as e:
                     if not self._expected_diagnostic(e):
                         raise
