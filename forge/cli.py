@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--pipeline", default="forge-pipeline")
     fuzz.add_argument("--workdir", default="build/fuzz-ir", help="mutants and failures go here")
 
+    fuzzm = sub.add_parser("fuzz-models", help="random PyTorch modules vs eager, compiled")
+    fuzzm.add_argument("--cases", type=int, default=100)
+    fuzzm.add_argument("--seed", type=int, default=0)
+
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
@@ -351,6 +355,16 @@ def cmd_fuzz_ir(ns: argparse.Namespace) -> int:
     return 1 if result.bad else 0
 
 
+def cmd_fuzz_models(ns: argparse.Namespace) -> int:
+    from forge.fuzz_models import fuzz_models
+
+    result = fuzz_models(ns.cases, ns.seed)
+    print(result.summary())
+    for failure in result.failures:
+        print(f"  {failure}")
+    return 1 if result.failures else 0
+
+
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
@@ -366,6 +380,7 @@ COMMANDS = {
     "optimize": cmd_optimize,
     "plan": cmd_plan,
     "fuzz-ir": cmd_fuzz_ir,
+    "fuzz-models": cmd_fuzz_models,
     "compile": cmd_compile,
     "doctor": cmd_doctor,
 }
