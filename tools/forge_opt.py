@@ -159,6 +159,13 @@ class ForgeOptMain(xDSLOptMain):
             help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
         )
         arg_parser.add_argument(
+            "--verify-each",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="Verify the IR after every pass (default; --no-verify-each verifies only "
+            "after parsing and at the end), naming the pass that broke it",
+        )
+        arg_parser.add_argument(
             "--emit",
             choices=("mlir", "dot"),
             default="mlir",
@@ -207,7 +214,8 @@ class ForgeOptMain(xDSLOptMain):
             self._numerics.baseline(module)
         if previous is not None:
             self._timings.append((previous.name, now - self._pass_start))
-            if not self.args.disable_verify:
+            last = next_pass is None
+            if not self.args.disable_verify and (self.args.verify_each or last):
                 verify_module(module, after=previous.name)
             if self.args.check_numerics:
                 self._numerics.check(module, previous.name)
