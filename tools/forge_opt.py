@@ -100,13 +100,10 @@ def load_pass_plugin(path: str) -> list[type[ModulePass]]:
         spec.loader.exec_module(module)
     except Exception as e:
         raise ForgeError(f"{path}: {type(e).__name__}: {one_line(str(e))}") from e
+    from forge.transforms import defined_in
+
     passes = [
-        value
-        for value in vars(module).values()
-        if isinstance(value, type)
-        and issubclass(value, ModulePass)
-        and value.__module__ == module.__name__
-        and isinstance(getattr(value, "name", None), str)
+        p for p in defined_in(module, ModulePass) if isinstance(getattr(p, "name", None), str)
     ]
     if not passes:
         raise ForgeError(f"{path} defines no ModulePass with a `name`")

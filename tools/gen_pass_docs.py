@@ -16,7 +16,7 @@ import sys
 
 from xdsl.pattern_rewriter import RewritePattern
 
-from forge.transforms import FORGE_PASSES, _pass_class
+from forge.transforms import FORGE_PASSES, _pass_class, defined_in
 
 HEADER = """# Pass reference
 
@@ -70,13 +70,7 @@ def render() -> str:
                 meaning = docs.get(f.name, "").replace("|", "\\|")
                 out.append(f"| `{f.name}` | `{f.default!r}` | {meaning} |")
             out.append("")
-        patterns = [
-            value
-            for value in vars(module).values()
-            if isinstance(value, type)
-            and issubclass(value, RewritePattern)
-            and value.__module__ == module.__name__
-        ]
+        patterns = defined_in(module, RewritePattern)
         if patterns:
             out.append("Patterns:\n")
             for pattern in patterns:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from types import ModuleType
+from typing import TypeVar
 
 from xdsl.passes import ModulePass
+
+T = TypeVar("T")
 
 # Generic xDSL passes that work on `npu` IR and that compiler engineers expect to have.
 GENERIC_XDSL_PASSES = ("canonicalize", "cse", "dce", "apply-individual-rewrite")
@@ -29,14 +33,21 @@ FORGE_PASSES = {
 }
 
 
+def defined_in(module: ModuleType, base: type[T]) -> list[type[T]]:
+    """The subclasses of `base` that `module` itself defines (not those it imports)."""
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, base)
+        and value.__module__ == module.__name__
+    ]
+
+
 def _pass_class(module_name: str, pass_name: str) -> type[ModulePass]:
     module = importlib.import_module(f"{__name__}.{module_name}")
-    for value in vars(module).values():
-        if (
-            isinstance(value, type)
-            and issubclass(value, ModulePass)
-            and getattr(value, "name", None) == pass_name
-        ):
+    for value in defined_in(module, ModulePass):
+        if getattr(value, "name", None) == pass_name:
             return value
     raise LookupError(f"{module.__name__} defines no pass named '{pass_name}'")
 

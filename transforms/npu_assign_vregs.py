@@ -7,7 +7,6 @@ they live in storage the caller owns, which allocation must never reuse.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -16,7 +15,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
 from forge.dialects import npu
-from forge.transforms.pattern_pass import PassRecord, count_ops, record
+from forge.transforms.pattern_pass import run_on_functions
 
 
 def assign_vregs(function: func.FuncOp) -> int:
@@ -36,7 +35,4 @@ class NpuAssignVregsPass(ModulePass):
     name = "npu-assign-vregs"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        start = time.perf_counter()
-        vregs = sum(assign_vregs(f) for f in op.walk() if isinstance(f, func.FuncOp))
-        ops = count_ops(op)
-        record(PassRecord(self.name, vregs, ops, ops, time.perf_counter() - start))
+        run_on_functions(self.name, op, assign_vregs)

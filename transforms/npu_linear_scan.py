@@ -56,7 +56,7 @@ from forge.diagnostics import op_error
 from forge.dialects import npu
 from forge.dialects.shapes import element_type, numel, shape_of
 from forge.transforms.npu_liveness import Liveness, compute_liveness, i64_array
-from forge.transforms.pattern_pass import PassRecord, count_ops, record
+from forge.transforms.pattern_pass import run_on_functions
 
 Policy = Literal["exact", "grow"]
 ALIGNMENT = 64
@@ -316,8 +316,4 @@ class NpuLinearScanPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = cast(Policy, self.policy)
-        start = time.perf_counter()
-        functions = [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
-        buffers = sum(allocate(f, policy).buffers for f in functions)
-        ops = count_ops(op)
-        record(PassRecord(self.name, buffers, ops, ops, time.perf_counter() - start))
+        run_on_functions(self.name, op, lambda f: allocate(f, policy).buffers)

@@ -18,7 +18,6 @@ views, so that the root's storage outlives every use of every view.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ from xdsl.passes import ModulePass
 from forge.diagnostics import op_error
 from forge.dialects import npu
 from forge.transforms.npu_assign_vregs import assign_vregs
-from forge.transforms.pattern_pass import PassRecord, count_ops, record
+from forge.transforms.pattern_pass import run_on_functions
 
 VIEW_OPCODES = npu.ATEN_VIEW_OPCODES
 
@@ -174,8 +173,4 @@ class NpuLivenessPass(ModulePass):
     name = "npu-liveness"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        start = time.perf_counter()
-        functions = [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
-        vregs = sum(len(annotate_liveness(f).intervals) for f in functions)
-        ops = count_ops(op)
-        record(PassRecord(self.name, vregs, ops, ops, time.perf_counter() - start))
+        run_on_functions(self.name, op, lambda f: len(annotate_liveness(f).intervals))

@@ -10,7 +10,6 @@ constant that only CPU ops read is a CPU constant, rather than adding NPU round 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from xdsl.passes import ModulePass
 
 from forge.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
-from forge.transforms.pattern_pass import PassRecord, count_ops, record
+from forge.transforms.pattern_pass import run_on_functions
 
 
 @dataclass
@@ -80,8 +79,8 @@ class NpuPlaceDevicesPass(ModulePass):
     name = "npu-place-devices"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        start = time.perf_counter()
-        placed = [place(f) for f in op.walk() if isinstance(f, func.FuncOp)]
-        ops = count_ops(op)
-        changed = sum(p.npu_ops + p.cpu_ops for p in placed)
-        record(PassRecord(self.name, changed, ops, ops, time.perf_counter() - start))
+        def placed_ops(function: func.FuncOp) -> int:
+            placement = place(function)
+            return placement.npu_ops + placement.cpu_ops
+
+        run_on_functions(self.name, op, placed_ops)

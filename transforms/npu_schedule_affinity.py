@@ -30,7 +30,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +41,7 @@ from xdsl.passes import ModulePass
 from xdsl.traits import IsTerminator, is_side_effect_free
 
 from forge.diagnostics import ForgeError, op_error
-from forge.transforms.pattern_pass import PassRecord, count_ops, record
+from forge.transforms.pattern_pass import run_on_functions
 
 DEVICES = ("npu", "cpu")
 DEFAULT_DEVICE = "cpu"
@@ -321,8 +320,4 @@ class NpuScheduleAffinityPass(ModulePass):
             raise ValueError(f"rule must be one of {', '.join(RULES)}, got '{self.rule}'")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        start = time.perf_counter()
-        before = count_ops(op)
-        functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
-        moved = sum(schedule(f, self.rule).moved for f in functions)
-        record(PassRecord(self.name, moved, before, count_ops(op), time.perf_counter() - start))
+        run_on_functions(self.name, op, lambda f: schedule(f, self.rule).moved)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -82,6 +82,17 @@ def count_ops(module: Operation) -> int:
     for op in module.walk():
         if isinstance(op, func.FuncOp):
             count += sum(1 for o in op.body.walk() if not isinstance(o, func.ReturnOp))
+    return count
+
+
+def run_on_functions(name: str, module: ModuleOp, transform: Callable[[func.FuncOp], int]) -> int:
+    """Apply `transform` to every function with a body; record its summed count (what
+    the pass reports as rewrites) with the op counts and time, like `run_patterns`."""
+    before = count_ops(module)
+    start = time.perf_counter()
+    functions = [f for f in module.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
+    count = sum(transform(f) for f in functions)
+    record(PassRecord(name, count, before, count_ops(module), time.perf_counter() - start))
     return count
 
 
