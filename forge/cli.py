@@ -84,10 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--seed", type=int, default=0)
     fuzz.add_argument("--pipeline", default="forge-pipeline")
     fuzz.add_argument("--workdir", default="build/fuzz-ir", help="mutants and failures go here")
+    fuzz.add_argument(
+        "--save-regressions",
+        action="store_true",
+        help="also copy shrunk failures as lit tests to test/forge-opt/regressions",
+    )
+    fuzz.add_argument("--no-shrink", action="store_true", help="keep failures as found")
 
     fuzzm = sub.add_parser("fuzz-models", help="random PyTorch modules vs eager, compiled")
     fuzzm.add_argument("--cases", type=int, default=100)
     fuzzm.add_argument("--seed", type=int, default=0)
+    fuzzm.add_argument(
+        "--save-dir",
+        default=None,
+        help="where shrunk failures go as JSON specs (default test/python/regressions/models)",
+    )
+    fuzzm.add_argument("--no-shrink", action="store_true", help="report failures unshrunk")
 
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
@@ -345,23 +357,38 @@ def cmd_compile(ns: argparse.Namespace) -> int:
 def cmd_fuzz_ir(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from forge.fuzz import fuzz
+    from forge.fuzz import REGRESSIONS, fuzz
 
     root = Path(__file__).resolve().parents[1]
-    result = fuzz(root, ns.cases, ns.seed, ns.pipeline, Path(ns.workdir))
+    save_dir = root / REGRESSIONS if ns.save_regressions else None
+    result = fuzz(
+        root,
+        ns.cases,
+        ns.seed,
+        ns.pipeline,
+        Path(ns.workdir),
+        shrink=not ns.no_shrink,
+        save_dir=save_dir,
+    )
     print(result.summary())
     for outcome, where in result.failures:
         print(f"  {outcome}: {where}")
+    for path in result.regressions:
+        print(f"  shrunk: {path}")
     return 1 if result.bad else 0
 
 
 def cmd_fuzz_models(ns: argparse.Namespace) -> int:
-    from forge.fuzz_models import fuzz_models
+    from pathlib import Path
 
-    result = fuzz_models(ns.cases, ns.seed)
+    from forge.fuzz_models import REGRESSIONS, fuzz_models
+
+    root = Path(__file__).resolve().parents[1]
+    save_dir = Path(ns.save_dir) if ns.save_dir else root / REGRESSIONS
+    result = fuzz_models(ns.cases, ns.seed, save_dir=save_dir, shrink_failures=not ns.no_shrink)
     print(result.summary())
     for failure in result.failures:
-        print(f"  {failure}")
+        print(f"  {failure.format()}")
     return 1 if result.failures else 0
 
 

@@ -1,26 +1,41 @@
 """IR fuzzing: mutated `.mlir` files through forge-opt must end in success or in one
 diagnostic line with exit code 1: never a traceback, an internal error or a hang.
 
-    forge fuzz-ir --cases 2000 --pipeline forge-pipeline
+A bad mutant is shrunk by line-deletion delta debugging while it keeps its failure
+signature, then written as a lit test that asserts the one-line diagnostic a fixed
+forge-opt must give (so it fails until the bug is fixed):
+
+    forge fuzz-ir --cases 2000 --pipeline forge-pipeline [--save-regressions]
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import math
 import random
 import re
 import signal
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 from forge.diagnostics import ForgeError
 
 NUMBER = re.compile(r"-?\d+")
 TOKENS = ["%0", "%x", ":", ",", "(", ")", "{", "}", "<", ">", "tensor<4xf32>", "i1", "f16", "?"]
+GOOD = ("ok", "diagnostic")
+EXCEPTION_NAME = re.compile(r"(?:internal error: )?([A-Za-z_][\w.]*(?:Error|Exception|Hang)\b)")
+LIT_DIRECTIVE = re.compile(r"\b(RUN|CHECK[\w-]*)(:)")
+REGRESSIONS = Path("test/forge-opt/regressions")
+"""Where --save-regressions copies shrunk cases, relative to the repository root."""
+
+T = TypeVar("T")
 
 
 class Hang(Exception):
@@ -32,10 +47,12 @@ class FuzzResult:
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(outcome, first line of the mutated input's diagnostic) for bad outcomes."""
+    regressions: list[Path] = field(default_factory=list)
+    """Shrunk lit tests written for the failures (workdir, then the test folder)."""
 
     @property
     def bad(self) -> int:
-        return sum(n for k, n in self.counts.items() if k not in ("ok", "diagnostic"))
+        return sum(n for k, n in self.counts.items() if k not in GOOD)
 
     def summary(self) -> str:
         total = sum(self.counts.values())
@@ -44,9 +61,12 @@ class FuzzResult:
 
 
 def corpus(root: Path) -> list[str]:
-    """The repository's own `.mlir` files (tests, samples, tutorial)."""
+    """The repository's own `.mlir` files (tests, samples, tutorial), not saved regressions:
+    they are known failures, and mutating them would only find the same bug again."""
     files = sorted(root.glob("test/**/*.mlir")) + sorted(root.glob("docs/**/*.mlir"))
-    return [f.read_text() for f in files if "Output" not in f.parts]
+    return [
+        f.read_text() for f in files if "Output" not in f.parts and "regressions" not in f.parts
+    ]
 
 
 def mutate(text: str, rng: random.Random) -> str:
@@ -110,9 +130,131 @@ def run_case(path: Path, pipeline: str, timeout: int) -> tuple[str, str]:
     return "diagnostic", text
 
 
+def signature(outcome: str, message: str) -> str:
+    """The failure class a shrunk case must keep: the outcome, plus the exception type for
+    tracebacks and internal errors (so shrinking does not slide onto another bug)."""
+    if outcome not in ("traceback", "internal error"):
+        return outcome
+    match = EXCEPTION_NAME.search(message)
+    return f"{outcome}: {match.group(1)}" if match else outcome
+
+
+def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool]) -> list[T]:
+    """Zeller's delta debugging: a 1-minimal sublist of `items` for which `fails` holds
+    (removing any single remaining item makes it pass). `fails(items)` is assumed."""
+    current, n = list(items), 2
+    while len(current) >= 2:
+        chunk = math.ceil(len(current) / n)
+        subsets = [current[i : i + chunk] for i in range(0, len(current), chunk)]
+        for i in range(len(subsets)):
+            complement = [x for j, s in enumerate(subsets) if j != i for x in s]
+            if fails(complement):
+                current, n = complement, max(n - 1, 2)
+                break
+        else:
+            if n >= len(current):
+                break
+            n = min(2 * n, len(current))
+    return current
+
+
+class Budget:
+    """Stops a shrinker after `max_checks` predicate calls or `seconds` of wall time: a
+    hang costs the whole timeout per check, so shrinking must be bounded."""
+
+    def __init__(self, max_checks: int, seconds: float):
+        self.left = max_checks
+        self.deadline = time.monotonic() + seconds
+
+    def spend(self) -> bool:
+        self.left -= 1
+        return self.left >= 0 and time.monotonic() < self.deadline
+
+
+def shrink_lines(
+    text: str, fails: Callable[[str], bool], max_checks: int = 400, seconds: float = 120.0
+) -> str:
+    """Line-deletion delta debugging of `text` while `fails` holds (results are cached;
+    once the budget is spent every further candidate counts as passing)."""
+    budget = Budget(max_checks, seconds)
+    seen: dict[str, bool] = {}
+
+    def check(lines: list[str]) -> bool:
+        candidate = "".join(lines)
+        if candidate not in seen:
+            seen[candidate] = budget.spend() and fails(candidate)
+        return seen[candidate]
+
+    return "".join(ddmin(text.splitlines(keepends=True), check))
+
+
+def shrink_case(
+    text: str, pipeline: str, workdir: Path, timeout: int, seconds: float = 120.0
+) -> tuple[str, str, str]:
+    """Shrink a bad mutant while its signature holds: (shrunk text, signature, message)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "shrinking.mlir"
+
+    def outcome_of(candidate: str) -> tuple[str, str]:
+        path.write_text(candidate)
+        return run_case(path, pipeline, timeout)
+
+    outcome, message = outcome_of(text)
+    wanted = signature(outcome, message)
+    if outcome in GOOD:
+        return text, wanted, message
+    shrunk = shrink_lines(text, lambda c: signature(*outcome_of(c)) == wanted, seconds=seconds)
+    outcome, message = outcome_of(shrunk)
+    return shrunk, signature(outcome, message), message
+
+
+def quiet(line: str) -> str:
+    """Defuse lit/FileCheck directives in copied text (`RUN:` -> `RUN :`)."""
+    return LIT_DIRECTIVE.sub(r"\1 \2", line)
+
+
+def lit_test(text: str, wanted: str, message: str, pipeline: str) -> str:
+    """A lit test for a shrunk case: it passes only once forge-opt answers the input with
+    one diagnostic line (no traceback, no internal error) and exit code 1."""
+    body = "".join(quiet(line) for line in text.splitlines(keepends=True))
+    if body and not body.endswith("\n"):
+        body += "\n"
+    was = quiet(message.splitlines()[0])[:200] if message else "(no output)"
+    return (
+        f"// Shrunk by forge fuzz-ir: {wanted}.\n"
+        f"// Was: {was}\n"
+        "// Passes once forge-opt rejects it with one diagnostic line (if the fix makes it\n"
+        "// valid input, run `forge-opt %s -p ... -o /dev/null` instead).\n\n"
+        f"// RUN: not forge-opt %s -p {pipeline} 2>&1 | filecheck %s\n"
+        "// CHECK-NOT: Traceback\n"
+        "// CHECK: {{^[^ ]+}}: error:\n"
+        "// CHECK-NOT: internal error\n"
+        "// CHECK-NOT: {{^.}}\n\n"
+        f"{body}"
+    )
+
+
+def save_regression(text: str, directory: Path) -> Path:
+    """Write a lit test named after its content (the same shrunk case is saved once)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    path = directory / f"fuzz-{digest}.mlir"
+    path.write_text(text)
+    return path
+
+
 def fuzz(
-    root: Path, cases: int, seed: int, pipeline: str, workdir: Path, timeout: int = 20
+    root: Path,
+    cases: int,
+    seed: int,
+    pipeline: str,
+    workdir: Path,
+    timeout: int = 20,
+    shrink: bool = True,
+    save_dir: Path | None = None,
 ) -> FuzzResult:
+    """`cases` mutants through forge-opt; each bad one is kept, shrunk and written as a lit
+    test under `workdir/regressions` (and copied to `save_dir` when given)."""
     texts = corpus(root)
     if not texts:
         raise ForgeError(f"no .mlir corpus under {root}")
@@ -124,10 +266,16 @@ def fuzz(
         path.write_text(mutate(rng.choice(texts), rng))
         outcome, message = run_case(path, pipeline, timeout)
         result.counts[outcome] += 1
-        if outcome not in ("ok", "diagnostic"):
-            kept = workdir / f"failure{len(result.failures)}.mlir"
-            path.replace(kept)
-            result.failures.append(
-                (outcome, f"{kept}: {message.splitlines()[0] if message else ''}")
-            )
+        if outcome in GOOD:
+            continue
+        kept = workdir / f"failure{len(result.failures)}.mlir"
+        path.replace(kept)
+        result.failures.append((outcome, f"{kept}: {message.splitlines()[0] if message else ''}"))
+        if not shrink:
+            continue
+        text, wanted, final = shrink_case(kept.read_text(), pipeline, workdir, timeout)
+        test = lit_test(text, wanted, final, pipeline)
+        result.regressions.append(save_regression(test, workdir / "regressions"))
+        if save_dir is not None:
+            result.regressions.append(save_regression(test, save_dir))
     return result
