@@ -101,6 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzzm.add_argument("--no-shrink", action="store_true", help="report failures unshrunk")
 
+    rep = sub.add_parser("report", help="PNG plots: passes, buffers, transitions, bench results")
+    rep.add_argument(
+        "--model", action="append", help="a model to plan and plot (repeatable; default gpt2)"
+    )
+    rep.add_argument("--tiny", action="store_true")
+    rep.add_argument("--seq", type=int, default=128)
+    rep.add_argument("--bench", help="results of `forge bench --json FILE` to plot")
+    rep.add_argument("--bench-only", action="store_true", help="plot --bench only, no model")
+    rep.add_argument("-o", "--output", default="build/report", help="directory for the PNGs")
+
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
@@ -392,6 +402,12 @@ def cmd_fuzz_models(ns: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def cmd_report(ns: argparse.Namespace) -> int:
+    from forge.report import cmd_report as run
+
+    return run(ns)
+
+
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from forge.nnfactory import smoke_test
 
@@ -409,6 +425,7 @@ COMMANDS = {
     "fuzz-ir": cmd_fuzz_ir,
     "fuzz-models": cmd_fuzz_models,
     "compile": cmd_compile,
+    "report": cmd_report,
     "doctor": cmd_doctor,
 }
 
