@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.diagnostics import ForgeError
@@ -47,8 +47,88 @@ from forge.nnfactory import PACKAGE, load_backend
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
 
-PRECISIONS: dict[str, type[np.floating]] = {"fp32": np.float32, "fp16": np.float16}
-"""Graph precision -> the numpy dtype every float tensor of the graph has."""
+PRECISIONS: dict[str, type[np.floating]] = {
+    "fp32": np.float32,
+    "fp16": np.float16,
+    "int8": np.float32,
+    "mixed": np.float32,
+}
+"""Executor precision -> the numpy dtype of the graph's float activations.
+
+`int8` stores every linear weight as int8 with one scale per output channel (weight-only
+quantization, the graph NNFactory's quantized `linear` builds: Convert, Multiply by the
+scale, MatMul); activations stay fp32, as this CPU has no fp16 arithmetic. `mixed` does
+the same except for weights whose op carries `precision = "fp16"` or `"fp32"` (set by
+npu-assign-precision from a per-layer sensitivity measure), which are stored that way.
+"""
+
+QUANTIZED_PRECISIONS = ("int8", "mixed")
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    """How a segment input is bound to the graph: one parameter of `dtype`, or (storage
+    `int8`) an int8 parameter plus a per-channel scale reduced over `reduce_dim`, or
+    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph."""
+
+    dtype: np.dtype
+    storage: str = "float"
+    reduce_dim: int = 1
+
+    def arrays(self, tensor: torch.Tensor) -> list[np.ndarray]:
+        """The parameter arrays for `tensor` (they must outlive the graph's run)."""
+        t = tensor.detach()
+        if self.storage == "int8":
+            return list(quantize_int8(t, self.reduce_dim, self.dtype))
+        if self.storage == "fp16":
+            return [t.to(torch.float16).contiguous().numpy()]
+        return [t.to(_torch_for_numpy(self.dtype)).contiguous().numpy()]
+
+
+def quantize_int8(
+    weight: torch.Tensor, reduce_dim: int, scale_dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-channel int8: `weight ~= q * scale`, |q| <= 127."""
+    w = weight.detach().float()
+    scale = w.abs().amax(dim=reduce_dim, keepdim=True) / 127.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(w / scale).clamp_(-127, 127).to(torch.int8)
+    return q.contiguous().numpy(), scale.to(_torch_for_numpy(scale_dtype)).numpy()
+
+
+LINEAR_OPS = (npu.LinearOp, npu.AddmmOp, npu.FusedLinearOp)
+"""Ops whose `weight` operand quantized precisions store in int8."""
+
+
+def graph_input(value: SSAValue, precision: str) -> GraphInput:
+    """The binding of segment input `value` under `precision`.
+
+    Only weights (function arguments) read as the weight of a linear op are quantized;
+    every use of the value inside the graph then sees the dequantized tensor, so a tied
+    embedding and LM head agree. Per-op `precision` attributes only apply under `mixed`
+    and `int8`, and the most precise request among a weight's users wins.
+    """
+    dtype = numpy_dtype(value, PRECISIONS[precision])
+    if (
+        precision not in QUANTIZED_PRECISIONS
+        or not isinstance(value, BlockArgument)
+        or not is_float(_element(value))
+        or len(_shape(value)) != 2
+    ):
+        return GraphInput(dtype)
+    users = [
+        u.operation
+        for u in value.uses
+        if isinstance(u.operation, LINEAR_OPS) and u.operation.weight is value
+    ]
+    if not users:
+        return GraphInput(dtype)
+    requested = {u.precision.data if u.precision is not None else "int8" for u in users}
+    storage = "float" if "fp32" in requested else "fp16" if "fp16" in requested else "int8"
+    in_out = isinstance(users[0], npu.AddmmOp) or (
+        isinstance(users[0], npu.FusedLinearOp) and users[0].weight_in_out is not None
+    )
+    return GraphInput(dtype, storage, reduce_dim=0 if in_out else 1)
 
 
 class NoNpuLowering(ForgeError):
@@ -65,7 +145,7 @@ class CompiledGraph:
     factory: Any
     """The compiled NNFactory, or None when every output is a segment input."""
     compile_seconds: float
-    input_dtypes: tuple[np.dtype, ...]
+    inputs: tuple[GraphInput, ...]
     sources: tuple[tuple[bool, int], ...]
     """Per segment output: (from a graph result?, index of the result or the input)."""
 
@@ -135,10 +215,17 @@ class Segment:
         self.graph = graph
         self.cached = cached
         """True when the graph came from the cache instead of a compile."""
-        self.input_dtypes = [_torch_for_numpy(d) for d in graph.input_dtypes] if graph else []
-        """What `__call__` converts each input to (the graph's parameter types)."""
+        self.graph_inputs = list(graph.inputs) if graph else []
+        """How `__call__` binds each input (the graph's parameter types)."""
+        self._frozen: dict[int, list[np.ndarray]] = {}
         self.output_dtypes = [torch_dtype(_element(v)) for v in outputs]
         """What `__call__` returns: the IR's element types."""
+
+    def freeze(self, index: int, tensor: torch.Tensor) -> None:
+        """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
+        instead of at every call. The caller keeps passing it."""
+        if self.graph is not None:
+            self._frozen[index] = self.graph_inputs[index].arrays(tensor)
 
     @property
     def compile_seconds(self) -> float:
@@ -153,8 +240,9 @@ class Segment:
         if factory is not None:
             # The arrays must stay alive until the run: the graph reads them in place.
             arrays = [
-                t.detach().to(dtype).contiguous().numpy()
-                for t, dtype in zip(tensors, self.input_dtypes, strict=True)
+                array
+                for i, (t, spec) in enumerate(zip(tensors, self.graph_inputs, strict=True))
+                for array in (self._frozen.get(i) or spec.arrays(t))
             ]
             for i, array in enumerate(arrays):
                 factory.set_input_tensor(array, i)
@@ -185,19 +273,28 @@ def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSA
     return inputs, outputs
 
 
-def build_segment(ops: Sequence[Operation], precision: str = "fp32") -> Segment:
-    """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once."""
+def build_segment(
+    ops: Sequence[Operation], precision: str = "fp32", *, trace: GraphTrace | None = None
+) -> Segment:
+    """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once.
+
+    With `trace`, the graph is built afresh, bypassing the cache both ways, so that
+    every NNFactory call it takes is shown to `trace`.
+    """
     if precision not in PRECISIONS:
         raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     inputs, outputs = segment_boundary(ops)
     if not outputs:
         return Segment(ops, inputs, outputs, precision, None, cached=False)
-    key = _cache_key(ops, inputs, outputs, precision)
-    graph = _GRAPHS.get(key)
+    specs = [graph_input(v, precision) for v in inputs]
+    key = _cache_key(ops, inputs, outputs, precision, specs)
+    graph = _GRAPHS.get(key) if trace is None else None
     if graph is not None:
         STATS.hits += 1
         return Segment(ops, inputs, outputs, precision, graph, cached=True)
-    graph = _compile(ops, inputs, outputs, PRECISIONS[precision])
+    graph = _compile(ops, inputs, outputs, PRECISIONS[precision], specs, trace)
+    if trace is not None:
+        return Segment(ops, inputs, outputs, precision, graph, cached=False)
     _GRAPHS[key] = graph
     STATS.compiles += 1
     STATS.compile_seconds += graph.compile_seconds
@@ -205,7 +302,11 @@ def build_segment(ops: Sequence[Operation], precision: str = "fp32") -> Segment:
 
 
 def _cache_key(
-    ops: Sequence[Operation], inputs: list[SSAValue], outputs: list[SSAValue], precision: str
+    ops: Sequence[Operation],
+    inputs: list[SSAValue],
+    outputs: list[SSAValue],
+    precision: str,
+    specs: list[GraphInput],
 ) -> Hashable:
     """The segment's structure: op names, properties, operand wiring and all types.
 
@@ -223,10 +324,23 @@ def _cache_key(
         where.update({r: (j, k) for k, r in enumerate(op.results)})
     return (
         precision,
+        tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
         tuple(where[v] for v in outputs),
     )
+
+
+class GraphTrace(Protocol):
+    """Watches a graph being built (`forge.conversion.plan_to_python` prints it)."""
+
+    def wrap(self, factory: Any) -> Any:
+        """What the builder calls instead of `factory` (a recording proxy)."""
+        ...
+
+    def lowering(self, op: Operation) -> None:
+        """The builder's next calls lower `op`."""
+        ...
 
 
 def _compile(
@@ -234,12 +348,18 @@ def _compile(
     inputs: list[SSAValue],
     outputs: list[SSAValue],
     float_dtype: type[np.floating],
+    specs: list[GraphInput],
+    trace: GraphTrace | None = None,
 ) -> CompiledGraph:
     """Build and compile the graph; the time covers both (what a cache hit saves)."""
     start = time.perf_counter()
-    builder = GraphBuilder(load_backend().NNFactory(), float_dtype)
-    input_dtypes = tuple(builder.add_parameter(v) for v in inputs)
+    factory = load_backend().NNFactory()
+    builder = GraphBuilder(trace.wrap(factory) if trace is not None else factory, float_dtype)
+    for v, spec in zip(inputs, specs, strict=True):
+        builder.add_parameter(v, spec)
     for op in ops:
+        if trace is not None:
+            trace.lowering(op)
         builder.lower(op)
     # NNFactory guesses results as "nodes nobody consumed"; a segment's results are
     # the values used after it, which may also be consumed inside it. An output that
@@ -255,12 +375,11 @@ def _compile(
         else:
             sources.append((True, results.setdefault(address, len(results))))
     if not results:
-        return CompiledGraph(None, time.perf_counter() - start, input_dtypes, tuple(sources))
-    factory = builder.factory
+        return CompiledGraph(None, time.perf_counter() - start, tuple(specs), tuple(sources))
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
-    factory.output_nodes = [nodes[address] for address in results]
-    factory.compile()
-    return CompiledGraph(factory, time.perf_counter() - start, input_dtypes, tuple(sources))
+    builder.factory.output_nodes = [nodes[address] for address in results]
+    builder.factory.compile()
+    return CompiledGraph(factory, time.perf_counter() - start, tuple(specs), tuple(sources))
 
 
 def _address(node: Node) -> int:
@@ -284,6 +403,18 @@ def _shape(value: SSAValue) -> list[int]:
     if DYNAMIC in shape:
         raise NoNpuLowering(f"dynamic shape {t}")
     return shape
+
+
+def numpy_dtype(value: SSAValue, float_dtype: type[np.floating]) -> np.dtype:
+    """The graph dtype of `value`: `float_dtype` for floats, the same-width int else."""
+    element = _element(value)
+    if is_float(element):
+        return np.dtype(float_dtype)
+    if isinstance(element, IntegerType) and not is_bool(element):
+        width = element.width.data
+        if width in (8, 16, 32, 64):
+            return np.dtype(f"int{width}")
+    raise NoNpuLowering(f"no NNFactory dtype for element type {element}")
 
 
 def _torch_for_numpy(dtype: np.dtype) -> torch.dtype:
@@ -321,19 +452,24 @@ class GraphBuilder:
     # -- values
 
     def numpy_dtype(self, value: SSAValue) -> np.dtype:
-        element = _element(value)
-        if is_float(element):
-            return np.dtype(self.float_dtype)
-        if isinstance(element, IntegerType) and not is_bool(element):
-            width = element.width.data
-            if width in (8, 16, 32, 64):
-                return np.dtype(f"int{width}")
-        raise NoNpuLowering(f"no NNFactory dtype for element type {element}")
+        return numpy_dtype(value, self.float_dtype)
 
-    def add_parameter(self, value: SSAValue) -> np.dtype:
-        dtype = self.numpy_dtype(value)
-        self.values[value] = self.factory.parameter(_shape(value), dtype)
-        return dtype
+    def add_parameter(self, value: SSAValue, spec: GraphInput) -> None:
+        """Bind a segment input: one parameter, or a stored weight widened in-graph."""
+        shape = _shape(value)
+        if spec.storage == "float":
+            self.values[value] = self.factory.parameter(shape, self.numpy_dtype(value))
+            return
+        if spec.storage == "fp16":
+            stored = self.factory.parameter(shape, np.float16)
+            self.values[value] = self.factory.to(stored, self.float_dtype)
+            return
+        quantized = self.factory.parameter(shape, np.int8)
+        scale_shape = [1 if d == spec.reduce_dim else n for d, n in enumerate(shape)]
+        scale = self.factory.parameter(scale_shape, self.float_dtype)
+        self.values[value] = self.factory.eltwise_mul(
+            self.factory.to(quantized, self.float_dtype), scale
+        )
 
     def node(self, value: SSAValue) -> Node:
         return self.values[value]

@@ -3,7 +3,8 @@
 Ops that passes reason about are named and verified; the long tail of ATen is one
 `npu.generic` op that carries its opcode, so importing a model never fails on an
 unknown op. Every op may carry the discardable attributes `device` (set by
-placement), `vreg` (set by vreg assignment) and `buffer` (set by allocation).
+placement), `vreg` (set by vreg assignment), `buffer` (set by allocation) and
+`precision` (a weight's storage precision, set by npu-assign-precision).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ from forge.dialects.shapes import (
 
 Tensor = base(TensorType)
 DEVICES = ("npu", "cpu")
+WEIGHT_PRECISIONS = ("fp32", "fp16", "int8")
+"""Storage precisions a weight can have (the `precision` attribute)."""
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 
 
@@ -107,6 +110,9 @@ class NpuOp(IRDLOperation, abc.ABC):
     """Vregs whose last use is this op, set by npu-liveness."""
     buffer = opt_attr_def(IntegerAttr | DenseArrayBase)
     """Physical buffer of each result (one int, or one per result), set by npu-linear-scan."""
+    precision = opt_attr_def(StringAttr)
+    """Storage precision of this op's weight operand (`fp32`, `fp16` or `int8`), set by
+    npu-assign-precision; overrides the executor's precision for this weight."""
 
     @property
     def opcode(self) -> str:
@@ -116,6 +122,11 @@ class NpuOp(IRDLOperation, abc.ABC):
         if self.device is not None and self.device.data not in DEVICES:
             raise VerifyException(
                 f"device must be one of {', '.join(DEVICES)}, got '{self.device.data}'"
+            )
+        if self.precision is not None and self.precision.data not in WEIGHT_PRECISIONS:
+            raise VerifyException(
+                f"precision must be one of {', '.join(WEIGHT_PRECISIONS)}, "
+                f"got '{self.precision.data}'"
             )
         self.verify_planning_attributes()
         try:

@@ -10,7 +10,8 @@ carries a `device`. The executor walks that order once, at build time:
 * every other op becomes its pre-resolved `cpu_kernel`.
 
 The result is a flat list of steps (callable, input slots, output slots, device) over
-a list of values, as in `ReferenceExecutor`; weights are bound once, in the template.
+a list of values, as in `ReferenceExecutor`; weights are bound once, in the template, and
+converted (or quantized, under `int8`/`mixed`) once, when their segment is built.
 A call copies the template, feeds the inputs and runs the steps in order.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,28 @@ from forge.reference import entry_function
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
 
 GRANULARITIES = ("segment", "op")
+
+
+def device_runs(function: func.FuncOp) -> Iterator[tuple[str, list[Operation]]]:
+    """The body in schedule order as ("npu", a maximal run of NPU ops) and ("cpu", [op])
+    items. Shared with `forge.conversion.plan_to_python`, so the printed plan has the
+    executed plan's steps."""
+    run: list[Operation] = []
+    for op in body_ops(function.body.block):
+        if device_of(op) == "npu":
+            run.append(op)
+            continue
+        if run:
+            yield "npu", run
+            run = []
+        yield "cpu", [op]
+    if run:
+        yield "npu", run
+
+
+def npu_groups(run: Sequence[Operation], granularity: str) -> list[list[Operation]]:
+    """The NNFactory segments a run of NPU ops becomes: the whole run, or one per op."""
+    return [list(run)] if granularity == "segment" else [[op] for op in run]
 
 
 @dataclass(frozen=True)
@@ -111,20 +134,18 @@ class CompiledNPUExecutor:
         self.notes: list[str] = []
 
         self._slots: dict[SSAValue, int] = {a: i for i, a in enumerate(args)}
+        self._num_args = len(args)
+        """Slots below this are arguments; those from `num_inputs` on are weights."""
         self._template: list[Any] = [None] * len(args)
         for i in range(num_inputs, len(args)):
             self._template[i] = weights[names[i]]
         self._steps: list[Step] = []
 
-        run: list[Operation] = []
-        for op in body_ops(function.body.block):
-            if device_of(op) == "npu":
-                run.append(op)
-                continue
-            self._add_npu_run(run)
-            run = []
-            self._add_cpu(op)
-        self._add_npu_run(run)
+        for device, ops in device_runs(function):
+            if device == "npu":
+                self._add_npu_run(ops)
+            else:
+                self._add_cpu(ops[0])
         terminator = function.body.block.last_op
         assert isinstance(terminator, func.ReturnOp)
         self._results = tuple(self._slot(v) for v in terminator.arguments)
@@ -157,8 +178,7 @@ class CompiledNPUExecutor:
     def _add_npu_run(self, ops: list[Operation]) -> None:
         if not ops:
             return
-        groups = [ops] if self.granularity == "segment" else [[op] for op in ops]
-        for group in groups:
+        for group in npu_groups(ops, self.granularity):
             try:
                 segment = build_segment(group, self.precision)
             except NoNpuLowering as e:
@@ -168,6 +188,9 @@ class CompiledNPUExecutor:
                     self._add_cpu(op)
                 continue
             inputs = tuple(self._slot(v) for v in segment.inputs)
+            for index, slot in enumerate(inputs):
+                if self.num_inputs <= slot < self._num_args:
+                    segment.freeze(index, self._template[slot])
             # Values of the segment nobody outside reads get no slot.
             outputs = self._new_slots(segment.outputs)
             self.segments.append(segment)

@@ -17,6 +17,29 @@ class Agreement:
     """Largest |compiled - eager| over all outputs and inputs."""
     top1: float
     """Fraction of positions whose argmax over the last dim agrees (worst input)."""
+    kl: float = 0.0
+    """KL(eager || compiled) of softmax over the last dim, mean over positions, in nats
+    (worst input); 0 for outputs that are not floating point."""
+
+
+def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
+    """Max-abs difference, top-1 agreement and KL divergence of one output pair."""
+    max_abs = float((actual.double() - expected.double()).abs().max()) if expected.numel() else 0.0
+    if expected.dim() == 0 or not expected.dtype.is_floating_point:
+        return Agreement(max_abs, 1.0)
+    top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
+    log_p = torch.log_softmax(expected.double(), dim=-1)
+    log_q = torch.log_softmax(actual.double(), dim=-1)
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
+    return Agreement(max_abs, top1, max(kl, 0.0))
+
+
+def worst(agreements: Sequence[Agreement]) -> Agreement:
+    return Agreement(
+        max((a.max_abs for a in agreements), default=0.0),
+        min((a.top1 for a in agreements), default=1.0),
+        max((a.kl for a in agreements), default=0.0),
+    )
 
 
 def random_like(example: torch.Tensor, generator: torch.Generator, high: int | None) -> Any:
@@ -63,7 +86,7 @@ def compare(
     """Worst agreement of `run` with eager `model` over `num_inputs` random inputs."""
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     generator = torch.Generator().manual_seed(seed)
-    worst_abs, worst_top1 = 0.0, 1.0
+    seen: list[Agreement] = []
     for _ in range(num_inputs):
         args = [
             random_like(a, generator, vocab if i == 0 else None)
@@ -73,12 +96,8 @@ def compare(
         ]
         expected = eager_outputs(model, args, example_kwargs)
         actual = run(*ordered_inputs(model, args, example_kwargs, input_names))
-        for e, a in zip(expected, actual, strict=True):
-            worst_abs = max(worst_abs, float((a.float() - e.float()).abs().max()))
-            if e.dim() > 0 and e.dtype.is_floating_point:
-                agree = (a.argmax(-1) == e.argmax(-1)).float().mean().item()
-                worst_top1 = min(worst_top1, agree)
-    return Agreement(worst_abs, worst_top1)
+        seen.extend(agreement(e, a) for e, a in zip(expected, actual, strict=True))
+    return worst(seen)
 
 
 def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:

@@ -1,0 +1,116 @@
+"""Weight precisions: int8 weight-only quantization (per output channel) and `mixed`,
+where a weight's op may ask for fp16 or fp32 storage through its `precision` attribute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import load_tiny
+from xdsl.dialects.builtin import StringAttr
+from xdsl.utils.exceptions import VerifyException
+
+from forge.conversion.nnfactory_graph import LINEAR_OPS, graph_input, quantize_int8
+from forge.dialects import npu
+from forge.executor import CompiledNPUExecutor
+from forge.numerics import agreement, eager_outputs, ordered_inputs
+from forge.pipeline import parse_module, plan
+from forge.reference import entry_function
+
+LINEAR_AND_ADDMM = """
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
+             %w2: tensor<16x16xf32>) -> tensor<4x16xf32> {
+  %0 = npu.linear %x, %w, %b
+      : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %1 = npu.addmm %b, %0, %w2
+      : (tensor<16xf32>, tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+  func.return %1 : tensor<4x16xf32>
+}
+"""
+
+
+def test_quantize_int8_error_is_at_most_half_a_step() -> None:
+    weight = torch.randn(16, 32, generator=torch.Generator().manual_seed(0))
+    for dim in (0, 1):
+        q, scale = quantize_int8(weight, dim, np.float32)
+        assert q.dtype.name == "int8" and abs(q).max() <= 127
+        assert scale.shape == ((1, 32) if dim == 0 else (16, 1))
+        error = (torch.from_numpy(q).float() * torch.from_numpy(scale) - weight).abs()
+        assert bool((error <= torch.from_numpy(scale) / 2 + 1e-7).all())
+
+
+def test_quantize_int8_zero_channel_gets_unit_scale() -> None:
+    q, scale = quantize_int8(torch.zeros(3, 4), 1, np.float32)
+    assert (q == 0).all() and (scale == 1).all()
+
+
+def test_graph_input_quantizes_only_linear_weights() -> None:
+    function = entry_function(parse_module(LINEAR_AND_ADDMM))
+    x, w, b, w2 = function.body.block.args
+    assert graph_input(w, "int8").storage == "int8"
+    assert graph_input(w, "int8").reduce_dim == 1  # [out, in]: one scale per row
+    assert graph_input(w2, "int8").reduce_dim == 0  # addmm's [in, out]: one per column
+    assert graph_input(x, "int8").storage == "float"  # an activation, not a weight
+    assert graph_input(b, "int8").storage == "float"  # a bias is 1-D
+    for precision in ("fp32", "fp16"):
+        assert graph_input(w, precision).storage == "float"
+
+
+def test_precision_attribute_decides_under_mixed() -> None:
+    function = entry_function(parse_module(LINEAR_AND_ADDMM))
+    w = function.body.block.args[1]
+    linear = next(op for op in function.body.block.ops if isinstance(op, npu.LinearOp))
+    assert graph_input(w, "mixed").storage == "int8"
+    linear.attributes["precision"] = StringAttr("fp16")
+    assert graph_input(w, "mixed").storage == "fp16"
+    linear.attributes["precision"] = StringAttr("fp32")
+    assert graph_input(w, "mixed").storage == "float"
+    assert graph_input(w, "fp32").storage == "float"
+
+
+def test_verifier_rejects_unknown_precision() -> None:
+    module = parse_module(LINEAR_AND_ADDMM)
+    linear = next(
+        op for op in entry_function(module).body.block.ops if isinstance(op, npu.LinearOp)
+    )
+    linear.attributes["precision"] = StringAttr("int4")
+    with pytest.raises(VerifyException, match="precision must be one of fp32, fp16, int8"):
+        module.verify()
+
+
+def run_tiny(name: str, precision: str, annotate: str | None = None):
+    tiny = load_tiny(name)
+    module = tiny.fresh_module()
+    plan(module)
+    if annotate is not None:
+        for op in entry_function(module).body.block.ops:
+            if isinstance(op, LINEAR_OPS):
+                op.attributes["precision"] = StringAttr(annotate)
+    program = tiny.program
+    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), precision)
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
+    expected = eager_outputs(tiny.model, tiny.args, tiny.kwargs)
+    actual = executor(*inputs)
+    return executor, agreement(expected[0], actual[0])
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b"])
+def test_int8_weights_are_quantized_and_close(name: str) -> None:
+    executor, result = run_tiny(name, "int8")
+    storages = [s.storage for seg in executor.segments for s in seg.graph_inputs]
+    assert storages.count("int8") >= 4
+    assert result.max_abs > 1e-6  # the weights really were rounded
+    assert result.kl < 1e-2 and result.top1 >= 0.9
+
+
+def test_mixed_with_every_linear_at_fp32_matches_eager() -> None:
+    executor, result = run_tiny("gpt2", "mixed", annotate="fp32")
+    assert all(s.storage != "int8" for seg in executor.segments for s in seg.graph_inputs)
+    assert result.max_abs <= 1e-4 and result.top1 == 1.0
+
+
+def test_mixed_with_every_linear_at_fp16_is_between() -> None:
+    executor, fp16 = run_tiny("gpt2", "mixed", annotate="fp16")
+    assert any(s.storage == "fp16" for seg in executor.segments for s in seg.graph_inputs)
+    _, int8 = run_tiny("gpt2", "int8")
+    assert 0.0 < fp16.max_abs < int8.max_abs
