@@ -111,6 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--bench-only", action="store_true", help="plot --bench only, no model")
     rep.add_argument("-o", "--output", default="build/report", help="directory for the PNGs")
 
+    abl = sub.add_parser("ablate", help="the pipeline with each pass removed in turn")
+    abl.add_argument("models", nargs="+")
+    abl.add_argument("--tiny", action="store_true")
+    abl.add_argument("--seq", type=int, default=128)
+    abl.add_argument("--precision", default="fp16", choices=["fp32", "fp16", "int8", "mixed"])
+    abl.add_argument("--passes", help="comma-separated passes to remove (default: all)")
+    abl.add_argument("--latency", action="store_true", help="also run each variant")
+    abl.add_argument("--runs", type=int, default=3, help="timed runs with --latency")
+    abl.add_argument("--cost-model", help="weights JSON (default: calibrated, else unit)")
+
+    tune = sub.add_parser("autotune", help="cost-model grid search over Phase-2 options")
+    tune.add_argument("models", nargs="+")
+    tune.add_argument("--tiny", action="store_true")
+    tune.add_argument("--seq", type=int, default=128)
+    tune.add_argument("--full", action="store_true", help="also iterations 1 and 3 (135)")
+    tune.add_argument("--top", type=int, default=10, help="ranked rows to print")
+    tune.add_argument("--all", action="store_true", help="print every configuration")
+    tune.add_argument("--cost-model", help="weights JSON (default: calibrated, else unit)")
+
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
@@ -427,6 +446,8 @@ COMMANDS = {
     "compile": cmd_compile,
     "report": cmd_report,
     "doctor": cmd_doctor,
+    "ablate": lambda ns: __import__("forge.ablate", fromlist=["main"]).main(ns),
+    "autotune": lambda ns: __import__("forge.autotune", fromlist=["main"]).main(ns),
 }
 
 

@@ -77,11 +77,31 @@ def record(entry: PassRecord) -> None:
 
 
 def count_ops(module: Operation) -> int:
-    """Import-level op count: ops inside function bodies, not counting `func.return`."""
+    """Import-level op count: ops inside function bodies, not counting `func.return`.
+
+    Plain loops rather than `walk()` generators: every pass run counts twice, and the
+    autotuner runs dozens of passes."""
     count = 0
-    for op in module.walk():
+    stack = [module]
+    while stack:
+        op = stack.pop()
         if isinstance(op, func.FuncOp):
-            count += sum(1 for o in op.body.walk() if not isinstance(o, func.ReturnOp))
+            count += _count_nested(op)
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend(child for child in block.ops if child.regions)
+    return count
+
+
+def _count_nested(op: Operation) -> int:
+    """Ops nested in `op`'s regions at any depth, `func.return` excluded."""
+    count = 0
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.ops:
+                count += not isinstance(child, func.ReturnOp)
+                if child.regions:
+                    count += _count_nested(child)
     return count
 
 

@@ -1,0 +1,407 @@
+"""`forge autotune`: the paper's grid search over Phase-2 options, scored by the cost model.
+
+The grid is alpha (fusion aggressiveness) x layout policy x parameter precision x
+iterations (npu-optimize rounds). The default sweep is alpha x layout x precision at
+iterations = 2 (45 configurations); `full=True` adds iterations 1 and 3 (135). A
+configuration is scored by the cost model on the graph npu-optimize produces for it.
+
+Why it is fast: precision changes no op, only the bytes of the parameters, so a sweep
+builds one graph per (alpha, layout, iterations), analyses it once (`cost.analyze`) and
+prices it at every precision. And those graphs are built together, level by level along
+the pass sequence: configurations in the same state share one module, which each next
+pass runs on once. A pass that makes no rewrite leaves the module as it was, so
+npu-dce, npu-cse, npu-fold-constants and npu-fuse-attention of round 1 run once for the
+whole sweep and an alpha whose rewrites do not occur joins the state before it. A pass
+is not run at all on a state that is already its fixed point (each drives its patterns
+to one), and a module is cloned only where configurations that share it go different
+ways.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from forge.cost import CostModel, Features, Structure, analyze
+from forge.diagnostics import ForgeError
+from forge.transforms.npu_optimize import PHASE2_PASSES, phase2_passes
+from forge.transforms.pattern_pass import collect_statistics
+
+ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
+LAYOUTS = ("auto", "channels-last", "contiguous")
+PRECISIONS = ("fp16", "int8", "mixed")
+ITERATIONS = (1, 2, 3)
+DEFAULT_ITERATIONS = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    alpha: float = 1.0
+    layout: str = "auto"
+    precision: str = "fp16"
+    iterations: int = DEFAULT_ITERATIONS
+
+    @property
+    def structure(self) -> tuple[float, str, int]:
+        """What the graph depends on (precision does not change it)."""
+        return (self.alpha, self.layout, self.iterations)
+
+    def format(self) -> str:
+        return (
+            f"alpha={self.alpha:g} layout={self.layout} {self.precision} "
+            f"iterations={self.iterations}"
+        )
+
+
+DEFAULT = Config()
+"""npu-optimize's defaults (alpha, layout, iterations) at the paper's fp16 dispatch."""
+
+
+def grid(full: bool = False) -> list[Config]:
+    """alpha x layout x precision at 2 iterations (45), or at 1, 2 and 3 (135)."""
+    iterations = ITERATIONS if full else (DEFAULT_ITERATIONS,)
+    return [
+        Config(a, lam, p, i)
+        for i in iterations
+        for a in ALPHAS
+        for lam in LAYOUTS
+        for p in PRECISIONS
+    ]
+
+
+@dataclass(frozen=True)
+class Trial:
+    config: Config
+    features: Features
+    score: float
+
+
+@dataclass
+class SearchStats:
+    pass_runs: int = 0
+    """Passes actually run (a configuration run on its own runs 6 per round)."""
+    clones: int = 0
+    states: int = 0
+    """Distinct graphs analysed."""
+
+
+@dataclass
+class AutotuneReport:
+    trials: list[Trial]
+    """In grid order."""
+    default: Trial
+    best: Trial
+    unfused: Features
+    """The imported graph at the best configuration's precision (FGR's numerator)."""
+    seconds: float
+    """The sweep: building every graph, analysing and scoring (capture/import excluded)."""
+    cpu_seconds: float
+    """Its process CPU time (wall time minus waiting for a core on a busy machine)."""
+    stats: SearchStats
+    model: CostModel
+
+    @property
+    def gain(self) -> float:
+        """Relative score reduction of the best configuration over the default."""
+        return 1.0 - self.best.score / self.default.score if self.default.score else 0.0
+
+    @property
+    def fgr(self) -> float:
+        return self.model.fgr(self.unfused, self.best.features)
+
+    def ranked(self) -> list[Trial]:
+        return sorted(self.trials, key=_rank_key(self.trials))
+
+    def format(self, top: int | None = 10) -> str:
+        rows = self.ranked()
+        if top is not None:
+            rows = rows[:top]
+        lines = [
+            f"{'rank':>4}{'alpha':>6} {'layout':<14}{'prec':<6}{'iter':>4}{'ops':>7}"
+            f"{'weights':>9}{'linear':>8}{'depth':>7}{'MiB':>9}{'score':>10}{'vs default':>12}"
+        ]
+        for i, t in enumerate(rows, 1):
+            c, f = t.config, t.features
+            change = t.score / self.default.score - 1.0 if self.default.score else 0.0
+            lines.append(
+                f"{i:>4}{c.alpha:>6g} {c.layout:<14}{c.precision:<6}{c.iterations:>4}"
+                f"{f.n_ops:>7}{f.n_weights:>9}{f.n_linear:>8}{f.d_graph:>7}{f.s_params:>9.2f}"
+                f"{t.score:>10.2f}{change * 100:>+11.2f}%"
+            )
+        return "\n".join(lines)
+
+
+def _rank_key(trials: Sequence[Trial]) -> Callable[[Trial], tuple[float, int, int, int]]:
+    """Lowest score first; ties go to fewer rounds (cheaper to compile), then to fewer
+    changes from the default (so a gain names only the options that earn it), then to
+    grid order."""
+    order = {t.config: i for i, t in enumerate(trials)}
+
+    def key(t: Trial) -> tuple[float, int, int, int]:
+        c = t.config
+        changes = (c.alpha != DEFAULT.alpha) + (c.layout != DEFAULT.layout)
+        changes += (c.precision != DEFAULT.precision) + (c.iterations != DEFAULT.iterations)
+        return (round(t.score, 9), c.iterations, changes, order[c])
+
+    return key
+
+
+# ------------------------------------------------------------------ the search
+
+
+PassKey = tuple[str, str]
+"""(pass name, option): alpha for npu-fuse-operators, layout for npu-optimize-layout."""
+
+
+@dataclass
+class _Group:
+    """Configurations whose graphs are, at this point of the pass sequence, one state."""
+
+    module: ModuleOp
+    configs: list[tuple[float, str, int]]
+    clean: frozenset[PassKey] = frozenset()
+    """Passes the state is a fixed point of: each drives its patterns to a fixed point,
+    so one that ran on this very state (or made no rewrite on it) would make none."""
+    rewrote: bool = False
+    """Some pass of the current round rewrote something."""
+
+
+def _is_clean(clean: frozenset[PassKey], key: PassKey) -> bool:
+    """`key` would make no rewrite. npu-fuse-operators only adds rewrites as alpha grows, so
+    a fixed point of alpha is one of every smaller alpha too."""
+    if key in clean:
+        return True
+    if key[0] != "npu-fuse-operators":
+        return False
+    alpha = float(key[1])
+    return any(n == key[0] and float(o) >= alpha for n, o in clean)
+
+
+@dataclass
+class _Search:
+    ctx: Context
+    stats: SearchStats = field(default_factory=SearchStats)
+    passes: dict[PassKey, ModulePass] = field(default_factory=dict)
+
+    def pass_for(self, step: int, alpha: float, layout: str) -> tuple[PassKey, ModulePass]:
+        name = PHASE2_PASSES[step]
+        option = f"{alpha:g}" if name == "npu-fuse-operators" else ""
+        option = layout if name == "npu-optimize-layout" else option
+        key = (name, option)
+        if key not in self.passes:
+            self.passes[key] = phase2_passes(alpha, layout)[step]
+        return key, self.passes[key]
+
+    def run(self, p: ModulePass, module: ModuleOp) -> int:
+        self.stats.pass_runs += 1
+        with collect_statistics() as records:
+            p.apply(self.ctx, module)
+        return sum(r.rewrites for r in records)
+
+    def clone(self, module: ModuleOp) -> ModuleOp:
+        self.stats.clones += 1
+        return module.clone()
+
+    def branch(self, group: _Group, step: int) -> list[_Group]:
+        """Run this step's pass(es) on the group's state; one child per resulting state.
+
+        Passes the state is clean for are not run. Each other pass gets a module of the
+        group's state it may rewrite; one that made no rewrite leaves that module as the
+        state itself, which later passes clone from, so a module is cloned only while
+        some pass still to run needs the state and none is spare. Rewritten siblings
+        that came out identical (e.g. two alpha whose extra rewrites do not occur) merge."""
+        by_pass: dict[PassKey, list[tuple[float, str, int]]] = {}
+        instances: dict[PassKey, ModulePass] = {}
+        same_as_auto = PHASE2_PASSES[step] == "npu-optimize-layout" and not _wants_nhwc(group)
+        for config in group.configs:
+            layout = "auto" if same_as_auto and config[1] == "channels-last" else config[1]
+            key, p = self.pass_for(step, config[0], layout)
+            by_pass.setdefault(key, []).append(config)
+            instances[key] = p
+        # highest alpha first: once one makes no rewrite, every smaller alpha is clean
+        order = sorted(by_pass, key=lambda k: -float(k[1]) if k[0] == "npu-fuse-operators" else 0)
+        clean, unchanged = group.clean, list[tuple[float, str, int]]()
+        pending = []
+        for key in order:
+            if _is_clean(clean, key):
+                unchanged.extend(by_pass[key])
+            else:
+                pending.append(key)
+        pool = [group.module]  # modules in the group's state, free to rewrite
+        children: list[_Group] = []
+        for n, key in enumerate(pending):
+            if _is_clean(clean, key):
+                unchanged.extend(by_pass[key])
+                continue
+            module = pool.pop()
+            if not pool and (n < len(pending) - 1 or unchanged):
+                pool.append(self.clone(module))  # the state is still needed after this pass
+            if not self.run(instances[key], module):
+                pool.append(module)
+                clean = clean | {key}
+                unchanged.extend(by_pass[key])
+                continue
+            twin = next((c for c in children if _same(c.module, module)), None)
+            if twin is not None:
+                twin.configs.extend(by_pass[key])
+                twin.clean = twin.clean | {key}
+                continue
+            children.append(_Group(module, by_pass[key], frozenset({key}), True))
+        if unchanged:
+            children.insert(0, _Group(pool[0], unchanged, clean, group.rewrote))
+        return children
+
+    def explore(
+        self, module: ModuleOp, structures: Sequence[tuple[float, str, int]], num_inputs: int
+    ) -> dict[tuple[float, str, int], Structure]:
+        """The analysed graph of every (alpha, layout, iterations); `module` is consumed."""
+        done: dict[tuple[float, str, int], Structure] = {}
+        rounds = max(s[2] for s in structures)
+        groups = [_Group(module, list(structures))]
+        for round_ in range(1, rounds + 1):
+            for g in groups:
+                g.rewrote = False
+            for step in range(len(PHASE2_PASSES)):
+                groups = [child for g in groups for child in self.branch(g, step)]
+            remaining = []
+            for g in groups:
+                finished = [c for c in g.configs if c[2] == round_ or not g.rewrote]
+                if finished:
+                    structure = analyze(g.module, num_inputs)
+                    self.stats.states += 1
+                    done.update((c, structure) for c in finished)
+                g.configs = [c for c in g.configs if c not in finished]
+                if g.configs:
+                    remaining.append(g)
+            groups = remaining
+        return done
+
+
+def _wants_nhwc(group: _Group) -> bool:
+    """Some operand asks for channels-last; if none does, layout=channels-last is exactly
+    layout=auto on this state (the policies differ only there, and the pass inserts no
+    such op)."""
+    from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
+
+    return any(CHANNELS_LAST in preferred_layouts(op) for op in group.module.walk())
+
+
+def _same(a: ModuleOp, b: ModuleOp) -> bool:
+    """Identical IR; op counts first, as a cheap filter."""
+    from forge.transforms.pattern_pass import count_ops
+
+    return count_ops(a) == count_ops(b) and a.is_structurally_equivalent(b)
+
+
+def sweep(
+    module: ModuleOp,
+    configs: Iterable[Config] | None = None,
+    full: bool = False,
+    model: CostModel | None = None,
+    num_inputs: int | None = None,
+    consume: bool = False,
+) -> AutotuneReport:
+    """Score every configuration (default: `grid(full)`) on `module`'s entry function;
+    the default configuration is always scored. `module` is left as it was unless
+    `consume` (then the sweep rewrites it instead of a copy)."""
+    from forge.pipeline import make_context
+
+    model = model or CostModel.current()
+    wanted = list(dict.fromkeys(configs if configs is not None else grid(full)))
+    if not wanted:
+        raise ForgeError("autotune needs at least one configuration")
+    for c in wanted:
+        _validate(c)
+    everything = list(dict.fromkeys([*wanted, DEFAULT]))
+    structures = list(dict.fromkeys(c.structure for c in everything))
+    enabled = gc.isenabled()
+    gc.disable()  # the sweep allocates many small objects and frees none until the end
+    try:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        unfused = analyze(module, num_inputs)
+        if num_inputs is None:
+            from forge.cost import entry, infer_num_inputs
+
+            num_inputs = infer_num_inputs(entry(module))
+        search = _Search(make_context())
+        built = search.explore(module if consume else module.clone(), structures, num_inputs)
+        scored = {}
+        for c in everything:
+            f = built[c.structure].at(c.precision)
+            scored[c] = Trial(c, f, model.score(f))
+        seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
+    finally:
+        if enabled:
+            gc.enable()
+    trials = [scored[c] for c in wanted]
+    best = min(trials, key=_rank_key(trials))
+    return AutotuneReport(
+        trials,
+        scored[DEFAULT],
+        best,
+        unfused.at(best.config.precision),
+        seconds,
+        cpu_seconds,
+        search.stats,
+        model,
+    )
+
+
+def _validate(c: Config) -> None:
+    from forge.cost import PRECISIONS as PRICED
+
+    if not 0.0 <= c.alpha <= 1.0:
+        raise ForgeError(f"alpha must lie in [0, 1], got {c.alpha}")
+    if c.layout not in LAYOUTS:
+        raise ForgeError(f"layout must be one of {', '.join(LAYOUTS)}, got '{c.layout}'")
+    if c.precision not in PRICED:
+        raise ForgeError(f"precision must be one of {', '.join(PRICED)}, got '{c.precision}'")
+    if c.iterations < 1:
+        raise ForgeError(f"iterations must be at least 1, got {c.iterations}")
+
+
+def main(ns: Any) -> int:
+    """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K]`."""
+    from forge.ablate import load_program
+
+    model = CostModel.current(ns.cost_model)
+    print(f"cost model: {model.describe()}")
+    for reference in ns.models:
+        program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
+        report = sweep(
+            program.module, full=ns.full, model=model, num_inputs=program.num_inputs, consume=True
+        )
+        s = report.stats
+        axes = (
+            "alpha x layout x precision x iterations"
+            if ns.full
+            else f"alpha x layout x precision at iterations={DEFAULT_ITERATIONS}"
+        )
+        print(
+            f"== {program.name}: {len(report.trials)} configurations ({axes}) in "
+            f"{report.seconds * 1e3:.0f} ms (CPU {report.cpu_seconds * 1e3:.0f} ms): "
+            f"{s.pass_runs} pass runs (one at a time: "
+            f"{_naive_runs(report.trials)}), {s.clones} clones, {s.states} distinct graphs"
+        )
+        print(report.format(None if ns.all else ns.top))
+        d, b = report.default, report.best
+        print(f"default  {d.config.format():<44} score {d.score:.2f}")
+        print(
+            f"best     {b.config.format():<44} score {b.score:.2f}, "
+            f"gain over default {report.gain * 100:.2f}%, FGR {report.fgr:.3f}",
+            flush=True,
+        )
+    return 0
+
+
+def _naive_runs(trials: Sequence[Trial]) -> int:
+    """Pass runs of optimizing each (alpha, layout, iterations) on its own, all rounds run."""
+    return len(PHASE2_PASSES) * sum(s[2] for s in {t.config.structure for t in trials})
