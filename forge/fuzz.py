@@ -38,8 +38,9 @@ REGRESSIONS = Path("test/forge-opt/regressions")
 T = TypeVar("T")
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Raised by the alarm; a BaseException so that forge-opt's own `except Exception`
+    (which turns errors into 'internal error' lines) cannot swallow it."""
 
 
 @dataclass
@@ -189,20 +190,30 @@ def shrink_lines(
 
 
 def shrink_case(
-    text: str, pipeline: str, workdir: Path, timeout: int, seconds: float = 120.0
+    text: str,
+    pipeline: str,
+    workdir: Path,
+    timeout: int,
+    seconds: float = 120.0,
+    hang_timeout: int = 5,
 ) -> tuple[str, str, str]:
-    """Shrink a bad mutant while its signature holds: (shrunk text, signature, message)."""
+    """Shrink a bad mutant while its signature holds: (shrunk text, signature, message).
+    A hang is shrunk with `hang_timeout` per run: every candidate that still hangs costs
+    the whole limit, and a healthy case takes about a second."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "shrinking.mlir"
+    limit = timeout
 
     def outcome_of(candidate: str) -> tuple[str, str]:
         path.write_text(candidate)
-        return run_case(path, pipeline, timeout)
+        return run_case(path, pipeline, limit)
 
     outcome, message = outcome_of(text)
     wanted = signature(outcome, message)
     if outcome in GOOD:
         return text, wanted, message
+    if outcome == "hang":
+        limit = min(timeout, hang_timeout)
     shrunk = shrink_lines(text, lambda c: signature(*outcome_of(c)) == wanted, seconds=seconds)
     outcome, message = outcome_of(shrunk)
     return shrunk, signature(outcome, message), message
@@ -220,12 +231,16 @@ def lit_test(text: str, wanted: str, message: str, pipeline: str) -> str:
     if body and not body.endswith("\n"):
         body += "\n"
     was = quiet(message.splitlines()[0])[:200] if message else "(no output)"
+    if wanted == "hang":
+        was = "no output within the time limit"
+    # A hang must not hang lit: `timeout` kills it, and the empty output fails the CHECK.
+    tool = "timeout 60 forge-opt" if wanted == "hang" else "forge-opt"
     return (
         f"// Shrunk by forge fuzz-ir: {wanted}.\n"
         f"// Was: {was}\n"
         "// Passes once forge-opt rejects it with one diagnostic line (if the fix makes it\n"
         "// valid input, run `forge-opt %s -p ... -o /dev/null` instead).\n\n"
-        f"// RUN: not forge-opt %s -p {pipeline} 2>&1 | filecheck %s\n"
+        f"// RUN: not {tool} %s -p {pipeline} 2>&1 | filecheck %s\n"
         "// CHECK-NOT: Traceback\n"
         "// CHECK: {{^[^ ]+}}: error:\n"
         "// CHECK-NOT: internal error\n"

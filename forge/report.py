@@ -232,6 +232,8 @@ class Bench:
     title: str
     compile_seconds: dict[str, dict[str, float]]
     latency_ms: dict[str, dict[str, float]]
+    skipped: dict[str, str]
+    """Backend -> why it did not run (optional in the file)."""
 
 
 def load_bench(path: Path) -> Bench:
@@ -249,11 +251,15 @@ def load_bench(path: Path) -> Bench:
         raise ForgeError(f"{path}: {e.args[0]}") from e
     if not compile_seconds and not latency_ms:
         raise ForgeError(f"{path}: no compile_seconds or latency_ms figures to plot")
-    facts = [str(data.get("model", "?"))]
+    facts = [str(data.get("model", "?")) + (" (tiny)" if data.get("tiny") is True else "")]
     for key, unit in (("seq", "seq"), ("threads", "threads"), ("runs", "runs")):
         if key in data:
             facts.append(f"{data[key]} {unit}" if key != "seq" else f"seq {data[key]}")
-    return Bench(", ".join(facts), compile_seconds, latency_ms)
+    skipped = data.get("skipped")
+    skipped = (
+        {str(k): one_line(str(v)) for k, v in skipped.items()} if isinstance(skipped, dict) else {}
+    )
+    return Bench(", ".join(facts), compile_seconds, latency_ms, skipped)
 
 
 def _backends(table: dict[str, dict[str, float]]) -> list[str]:
@@ -282,6 +288,9 @@ def bench_figure(bench: Bench, out: Path) -> Path:
         )
         ax.set_ylabel(unit)
         ax.set_title(title, fontsize=10)
+    if bench.skipped:
+        notes = "; ".join(f"{name}: {why}"[:80] for name, why in sorted(bench.skipped.items()))
+        figure.supxlabel(f"not run: {notes}", fontsize=8)
     return _save(figure, out / "bench.png")
 
 

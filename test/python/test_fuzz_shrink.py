@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,19 @@ def test_fuzz_ir_shrinks_and_saves_failures(
     for path in saved:
         assert "// RUN: not forge-opt %s -p npu-dce 2>&1 | filecheck %s" in path.read_text()
         assert signature(*run_case(path, "npu-dce", 20)) == "internal error: RuntimeError"
+
+
+def test_a_hang_is_a_hang_and_its_lit_test_cannot_hang_lit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """forge-opt turns exceptions into 'internal error' lines; the alarm must get through."""
+
+    def stuck(self: NpuDCEPass, ctx: object, op: object) -> None:
+        time.sleep(30)
+
+    monkeypatch.setattr(NpuDCEPass, "apply", stuck)
+    case = tmp_path / "case.mlir"
+    case.write_text(EXP)
+    assert run_case(case, "npu-dce", timeout=1) == ("hang", "")
+    test = lit_test(EXP, "hang", "", "npu-dce")
+    assert "// RUN: not timeout 60 forge-opt %s -p npu-dce 2>&1 | filecheck %s\n" in test

@@ -62,7 +62,14 @@ def test_partial_bench_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     """Backends and whole sections may be missing; what is there is plotted."""
     pytest.importorskip("matplotlib")
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps({"model": "gpt2", "latency_ms": {"eager": {"mean": 5.0}}}))
+    partial = {
+        "model": "gpt2",
+        "tiny": True,
+        "compile_seconds": {"forge": {"ready": 1.5, "first_output": None}},
+        "latency_ms": {"eager": {"mean": 5.0}, "openvino": {}},
+        "skipped": {"inductor": "not installed"},
+    }
+    bench.write_text(json.dumps(partial))
     assert main(["report", "--bench-only", "--bench", str(bench), "-o", str(tmp_path)]) == 0
     (path,) = written(capsys.readouterr().out)
     assert path == tmp_path / "bench.png" and png_size(path)
