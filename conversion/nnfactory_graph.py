@@ -231,7 +231,11 @@ class Segment:
     def compile_seconds(self) -> float:
         return self.graph.compile_seconds if self.graph is not None and not self.cached else 0.0
 
-    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(
+        self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
+    ) -> tuple[torch.Tensor, ...]:
+        """Run the graph; an output with a tensor in `out` is written there (its arena
+        buffer), the others get fresh storage."""
         if len(tensors) != len(self.inputs):
             raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
         if self.graph is None:
@@ -249,10 +253,19 @@ class Segment:
             _run_graph(factory)
             results = factory.out
         # The factory reuses its output buffers on the next run: copy them out.
+        targets = list(out) or [None] * len(self.outputs)
         return tuple(
-            torch.from_numpy(results[i]).to(dtype, copy=True) if computed else tensors[i].to(dtype)
-            for (computed, i), dtype in zip(self.graph.sources, self.output_dtypes, strict=True)
+            _copy_out(torch.from_numpy(results[i]) if computed else tensors[i], dtype, target)
+            for (computed, i), dtype, target in zip(
+                self.graph.sources, self.output_dtypes, targets, strict=True
+            )
         )
+
+
+def _copy_out(value: torch.Tensor, dtype: torch.dtype, target: torch.Tensor | None) -> torch.Tensor:
+    if target is not None and target.shape == value.shape and target.dtype == dtype:
+        return target.copy_(value)
+    return value.to(dtype, copy=True)
 
 
 def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSAValue]]:

@@ -20,18 +20,21 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel
+from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
 from forge.conversion.nnfactory_graph import PRECISIONS, NoNpuLowering, Segment, build_segment
 from forge.diagnostics import ForgeError
+from forge.dialects import npu
 from forge.reference import entry_function
+from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
+from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
 
 GRANULARITIES = ("segment", "op")
@@ -69,6 +72,9 @@ class Step:
     segment: bool
     """An NNFactory segment call (returns a tuple); else a CPU kernel (a value for one
     output, a sequence for several)."""
+    targets: tuple[torch.Tensor | None, ...] = ()
+    """Per output: its view of the arena (the physical buffer linear scan chose), or
+    None for outputs that get fresh storage (function results, views, dynamic sizes)."""
 
 
 @dataclass
@@ -110,6 +116,7 @@ class CompiledNPUExecutor:
         num_inputs: int,
         precision: str = "fp32",
         granularity: str = "segment",
+        allocation: AllocationReport | None = None,
     ):
         if precision not in PRECISIONS:
             raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
@@ -146,6 +153,7 @@ class CompiledNPUExecutor:
                 self._add_npu_run(ops)
             else:
                 self._add_cpu(ops[0])
+        self.arena, self.arena_values = self._bind_buffers(function, allocation)
         terminator = function.body.block.last_op
         assert isinstance(terminator, func.ReturnOp)
         self._results = tuple(self._slot(v) for v in terminator.arguments)
@@ -196,6 +204,42 @@ class CompiledNPUExecutor:
             self.segments.append(segment)
             self._steps.append(Step(segment, inputs, outputs, "npu", True))
 
+    def _bind_buffers(
+        self, function: func.FuncOp, allocation: AllocationReport | None
+    ) -> tuple[torch.Tensor | None, int]:
+        """Give every intermediate that owns storage its view of one arena, at the offset
+        of the buffer npu-linear-scan chose, so values sharing a buffer share memory.
+
+        Function results get fresh storage (the caller keeps them across calls), and
+        views keep aliasing their root. Returns the arena and how many values live in it.
+        """
+        if allocation is None:
+            if not any(isinstance(op, npu.NpuOp) and op.buffer for op in function.walk()):
+                return None, 0
+            allocation = allocate(function)
+        liveness = compute_liveness(function)
+        returned = {liveness.alias_root.get(v, v) for v in liveness.results}
+        arena = torch.empty(allocation.planned_bytes, dtype=torch.uint8)
+        views: dict[int, torch.Tensor] = {}
+        for value, vreg in liveness.vreg_of.items():
+            slot = self._slots.get(value)
+            if slot is None or vreg in liveness.alias_root or vreg in returned:
+                continue
+            number = allocation.buffer_of.get(vreg)
+            nbytes = byte_size(value.type)
+            if number is None or nbytes is None or allocation.layout[number].offset is None:
+                continue
+            offset = allocation.layout[number].offset or 0
+            assert isinstance(value.type, TensorType)
+            dtype = torch_dtype(value.type.get_element_type())
+            shape = list(value.type.get_shape())
+            views[slot] = arena[offset : offset + nbytes].view(dtype).view(shape)
+        self._steps = [
+            replace(step, targets=tuple(views.get(slot) for slot in step.outputs))
+            for step in self._steps
+        ]
+        return arena, len(views)
+
     # -- running
 
     @property
@@ -219,22 +263,38 @@ class CompiledNPUExecutor:
                     stats.transitions += 1
                 previous = step.device
                 args = [env[i] for i in step.inputs]
-                result = step.run(*args)
                 outs = step.outputs
                 if step.segment:
+                    result = step.run(*args, out=step.targets)
                     stats.dispatches += 1
                     stats.bytes_in += sum(t.nbytes for t in args)
                     stats.bytes_out += sum(t.nbytes for t in result)
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value
-                elif len(outs) == 1:
-                    env[outs[0]] = result
-                elif outs:
-                    for slot, value in zip(outs, result, strict=True):
-                        env[slot] = value
+                    continue
+                result = step.run(*args)
+                if not outs:
+                    continue
+                if len(outs) == 1:
+                    result = (result,)
+                targets = step.targets or (None,) * len(outs)
+                for slot, value, target in zip(outs, result, targets, strict=True):
+                    env[slot] = _store(value, target)
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)
+
+
+def _store(value: Any, target: torch.Tensor | None) -> Any:
+    """`value`, copied into its arena buffer when it has one."""
+    if (
+        target is None
+        or not isinstance(value, torch.Tensor)
+        or value.shape != target.shape
+        or value.dtype != target.dtype
+    ):
+        return value
+    return target.copy_(value)
 
 
 # ----------------------------------------------------------------- whole compile
@@ -308,7 +368,12 @@ def compile_model(
     plan_seconds = time.perf_counter() - start
     program.module.verify()
     executor = CompiledNPUExecutor(
-        program.function, program.weights, len(program.input_names), precision, granularity
+        program.function,
+        program.weights,
+        len(program.input_names),
+        precision,
+        granularity,
+        report.allocation,
     )
     return executor, CompileReport(
         plan=report,

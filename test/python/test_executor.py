@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import load_tiny
 
 from forge.executor import CompiledNPUExecutor, compile_model
@@ -124,3 +125,32 @@ def test_forge_compile_cli() -> None:
     assert "latency forge: mean" in done.stdout
     assert "latency eager: mean" in done.stdout
     assert "top-1 agreement 100.00%" in done.stdout
+
+
+@pytest.mark.parametrize("granularity", ["segment", "op"])
+def test_intermediates_live_in_linear_scan_buffers(granularity: str) -> None:
+    tiny, report, module = planned("gpt2")
+    executor = executor_for(tiny, module, granularity=granularity)
+    allocation = report.allocation
+    assert executor.arena is not None and executor.arena.numel() == allocation.planned_bytes
+    assert executor.arena_values > 0
+    base = executor.arena.data_ptr()
+    offsets: dict[int, set[int]] = {}
+    for step in executor.steps:
+        for target in step.targets:
+            if target is None:
+                continue
+            offset = target.data_ptr() - base
+            assert offset >= 0 and offset + target.nbytes <= allocation.planned_bytes
+            offsets.setdefault(offset, set()).add(target.nbytes)
+    # Linear scan reuses buffers: fewer distinct places than values bound to the arena.
+    assert len(offsets) < executor.arena_values or granularity == "segment"
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    first = [t.clone() for t in executor(*inputs)]
+    kept = executor(*inputs)
+    other = [torch.randint_like(x, 0, 64) if i == 0 else x for i, x in enumerate(inputs)]
+    executor(*other)
+    # Results never live in the arena: a later call does not overwrite them.
+    for a, b in zip(first, kept, strict=True):
+        assert torch.equal(a, b)
+    assert all(t.data_ptr() - base not in range(allocation.planned_bytes) for t in kept)
