@@ -19,12 +19,14 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
+from xdsl.utils.arg_spec import ArgSpec, parse_spec
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
     ParseError,
     PassFailedException,
 )
+from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
@@ -116,7 +118,10 @@ class ForgeOptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None):
         argv = list(sys.argv[1:] if args is None else args)
         self._plugin_passes = [p for path in plugin_paths(argv) for p in load_pass_plugin(path)]
-        super().__init__(description="Forge modular optimizer driver", args=argv)
+        try:
+            super().__init__(description="Forge modular optimizer driver", args=argv)
+        except ArgSpecParseError as e:  # a malformed -t spec; a BaseException in xDSL
+            raise ForgeError(f"invalid target: {spec_error(e)}") from e
 
     # ----------------------------------------------------------- registration
 
@@ -137,6 +142,16 @@ class ForgeOptMain(xDSLOptMain):
             self.register_pass(name, factory)
         for pass_class in self._plugin_passes:
             self.register_pass(pass_class.name, lambda c=pass_class: c)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+
+        def python_target() -> type[Target]:
+            from forge.conversion.plan_to_python import PythonTarget
+
+            return PythonTarget
+
+        self.available_targets["python"] = python_target
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -164,9 +179,10 @@ class ForgeOptMain(xDSLOptMain):
         )
         arg_parser.add_argument(
             "--emit",
-            choices=("mlir", "dot"),
+            choices=("mlir", "dot", "python"),
             default="mlir",
-            help="Output format: the IR (default) or a Graphviz graph of each function",
+            help="Output format: the IR (default), a Graphviz graph of each function, or "
+            "the executor's plan as a Python program (as -t python)",
         )
         arg_parser.add_argument(
             "--check-numerics",
@@ -247,7 +263,20 @@ class ForgeOptMain(xDSLOptMain):
             from forge.tools.emit_dot import module_to_dot
 
             return module_to_dot(module)
+        spec = parse_spec(self.args.target)
+        if self.args.emit == "python" or spec.name == "python":
+            return self._plan_program(module, spec if spec.name == "python" else None)
         return self.output_resulting_program(module)
+
+    def _plan_program(self, module: ModuleOp, spec: ArgSpec | None) -> str:
+        """`-t python{granularity=... precision=...}`: option errors are one line too."""
+        from forge.conversion.plan_to_python import PythonTarget, plan_to_python
+
+        try:
+            target = PythonTarget.from_spec(spec) if spec is not None else PythonTarget()
+        except ValueError as e:
+            raise ForgeError(f"invalid target '{self.args.target}': {one_line(str(e))}") from e
+        return plan_to_python(module, target.precision, target.granularity)
 
     def run(self) -> None:
         if self.args.list_passes:
