@@ -105,8 +105,9 @@ def graph_input(value: SSAValue, precision: str) -> GraphInput:
 
     Only weights (function arguments) read as the weight of a linear op are quantized;
     every use of the value inside the graph then sees the dequantized tensor, so a tied
-    embedding and LM head agree. Per-op `precision` attributes only apply under `mixed`
-    and `int8`, and the most precise request among a weight's users wins.
+    embedding and LM head agree. Per-op `precision` attributes apply under `mixed` only
+    (`int8` quantizes every linear weight), and the most precise request among a
+    weight's users wins.
     """
     dtype = numpy_dtype(value, PRECISIONS[precision])
     if (
@@ -123,7 +124,10 @@ def graph_input(value: SSAValue, precision: str) -> GraphInput:
     ]
     if not users:
         return GraphInput(dtype)
-    requested = {u.precision.data if u.precision is not None else "int8" for u in users}
+    requested = {
+        u.precision.data if u.precision is not None and precision == "mixed" else "int8"
+        for u in users
+    }
     storage = "float" if "fp32" in requested else "fp16" if "fp16" in requested else "int8"
     in_out = isinstance(users[0], npu.AddmmOp) or (
         isinstance(users[0], npu.FusedLinearOp) and users[0].weight_in_out is not None

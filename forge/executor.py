@@ -360,6 +360,7 @@ def compile_model(
     from forge.capture import capture
     from forge.importer import import_program
     from forge.pipeline import plan
+    from forge.precision import assign_mixed_precision, linear_ops
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
@@ -367,6 +368,18 @@ def compile_model(
     report = plan(program.module)
     plan_seconds = time.perf_counter() - start
     program.module.verify()
+    notes = [*program.notes]
+    if precision == "mixed" and not any(
+        op.precision is not None for op in linear_ops(program.function)
+    ):
+        from forge.numerics import ordered_inputs
+
+        inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
+        mixed = assign_mixed_precision(program.function, program.weights, inputs)
+        notes.append(
+            f"mixed precision: {len(mixed.fp16)} of {len(mixed.layers)} linear layers keep "
+            "fp16 weights (largest int8 output error), the rest int8"
+        )
     executor = CompiledNPUExecutor(
         program.function,
         program.weights,
@@ -387,5 +400,5 @@ def compile_model(
         npu_ops=executor.npu_ops,
         fallback_ops=executor.fallback_ops,
         input_names=list(program.input_names),
-        notes=[*program.notes, *executor.notes],
+        notes=[*notes, *executor.notes],
     )

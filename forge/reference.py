@@ -70,8 +70,18 @@ class ReferenceExecutor:
             steps.append((cpu_kernel(op), tuple(slots[v] for v in op.operands), tuple(outputs)))
         self._steps = steps
         self._results = results
+        self._slots = slots
+
+    def trace(self, *inputs: torch.Tensor) -> dict[SSAValue, Any]:
+        """Run once and return every value of the function (for per-op measurements)."""
+        env = self._run(inputs)
+        return {value: env[slot] for value, slot in self._slots.items()}
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        env = self._run(inputs)
+        return tuple(env[i] for i in self._results)
+
+    def _run(self, inputs: Sequence[torch.Tensor]) -> list[Any]:
         if len(inputs) != self.num_inputs:
             raise ForgeError(f"expected {self.num_inputs} inputs, got {len(inputs)}")
         env = self._template.copy()
@@ -84,7 +94,7 @@ class ReferenceExecutor:
                 elif outs:
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value
-        return tuple(env[i] for i in self._results)
+        return env
 
 
 def run_reference(

@@ -63,6 +63,7 @@ def test_precision_attribute_decides_under_mixed() -> None:
     assert graph_input(w, "mixed").storage == "int8"
     linear.attributes["precision"] = StringAttr("fp16")
     assert graph_input(w, "mixed").storage == "fp16"
+    assert graph_input(w, "int8").storage == "int8"  # int8 quantizes every linear
     linear.attributes["precision"] = StringAttr("fp32")
     assert graph_input(w, "mixed").storage == "float"
     assert graph_input(w, "fp32").storage == "float"
