@@ -22,7 +22,7 @@ import ctypes
 import importlib
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -74,6 +74,10 @@ class GraphInput:
     dtype: np.dtype
     storage: str = "float"
     reduce_dim: int = 1
+    constant: bool = False
+    """Baked into the graph as constants when it is built (weights bound at compile
+    time): no parameter, nothing to bind per call, and OpenVINO can pre-pack the
+    matrix and use its compressed-weight kernels for int8."""
 
     def arrays(self, tensor: torch.Tensor) -> list[np.ndarray]:
         """The parameter arrays for `tensor` (they must outlive the graph's run)."""
@@ -100,7 +104,7 @@ LINEAR_OPS = (npu.LinearOp, npu.AddmmOp, npu.FusedLinearOp)
 """Ops whose `weight` operand quantized precisions store in int8."""
 
 
-def graph_input(value: SSAValue, precision: str) -> GraphInput:
+def graph_input(value: SSAValue, precision: str, constant: bool = False) -> GraphInput:
     """The binding of segment input `value` under `precision`.
 
     Only weights (function arguments) read as the weight of a linear op are quantized;
@@ -116,14 +120,14 @@ def graph_input(value: SSAValue, precision: str) -> GraphInput:
         or not is_float(_element(value))
         or len(_shape(value)) != 2
     ):
-        return GraphInput(dtype)
+        return GraphInput(dtype, constant=constant)
     users = [
         u.operation
         for u in value.uses
         if isinstance(u.operation, LINEAR_OPS) and u.operation.weight is value
     ]
     if not users:
-        return GraphInput(dtype)
+        return GraphInput(dtype, constant=constant)
     requested = {
         u.precision.data if u.precision is not None and precision == "mixed" else "int8"
         for u in users
@@ -132,7 +136,7 @@ def graph_input(value: SSAValue, precision: str) -> GraphInput:
     in_out = isinstance(users[0], npu.AddmmOp) or (
         isinstance(users[0], npu.FusedLinearOp) and users[0].weight_in_out is not None
     )
-    return GraphInput(dtype, storage, reduce_dim=0 if in_out else 1)
+    return GraphInput(dtype, storage, reduce_dim=0 if in_out else 1, constant=constant)
 
 
 class NoNpuLowering(ForgeError):
@@ -222,6 +226,8 @@ class Segment:
         self.graph_inputs = list(graph.inputs) if graph else []
         """How `__call__` binds each input (the graph's parameter types)."""
         self._frozen: dict[int, list[np.ndarray]] = {}
+        self.bound = [i for i, spec in enumerate(self.graph_inputs) if not spec.constant]
+        """Inputs bound at every call (the others are baked into the graph)."""
         self.output_dtypes = [torch_dtype(_element(v)) for v in outputs]
         """What `__call__` returns: the IR's element types."""
 
@@ -250,6 +256,7 @@ class Segment:
             arrays = [
                 array
                 for i, (t, spec) in enumerate(zip(tensors, self.graph_inputs, strict=True))
+                if not spec.constant
                 for array in (self._frozen.get(i) or spec.arrays(t))
             ]
             for i, array in enumerate(arrays):
@@ -291,25 +298,33 @@ def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSA
 
 
 def build_segment(
-    ops: Sequence[Operation], precision: str = "fp32", *, trace: GraphTrace | None = None
+    ops: Sequence[Operation],
+    precision: str = "fp32",
+    *,
+    trace: GraphTrace | None = None,
+    constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> Segment:
     """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once.
 
-    With `trace`, the graph is built afresh, bypassing the cache both ways, so that
-    every NNFactory call it takes is shown to `trace`.
+    Inputs in `constants` (weights) are baked into the graph; the others become
+    parameters bound per call. With `trace`, the graph is built afresh, bypassing the
+    cache both ways, so that every NNFactory call it takes is shown to `trace`.
     """
+    constants = constants or {}
     if precision not in PRECISIONS:
         raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     inputs, outputs = segment_boundary(ops)
     if not outputs:
         return Segment(ops, inputs, outputs, precision, None, cached=False)
-    specs = [graph_input(v, precision) for v in inputs]
-    key = _cache_key(ops, inputs, outputs, precision, specs)
+    specs = [graph_input(v, precision, constant=v in constants) for v in inputs]
+    # Baked tensors are part of what the graph computes: key them by identity.
+    baked = tuple((id(constants[v]), constants[v].data_ptr()) for v in inputs if v in constants)
+    key = _cache_key(ops, inputs, outputs, precision, specs), baked
     graph = _GRAPHS.get(key) if trace is None else None
     if graph is not None:
         STATS.hits += 1
         return Segment(ops, inputs, outputs, precision, graph, cached=True)
-    graph = _compile(ops, inputs, outputs, PRECISIONS[precision], specs, trace)
+    graph = _compile(ops, inputs, outputs, PRECISIONS[precision], specs, trace, constants)
     if trace is not None:
         return Segment(ops, inputs, outputs, precision, graph, cached=False)
     _GRAPHS[key] = graph
@@ -367,13 +382,14 @@ def _compile(
     float_dtype: type[np.floating],
     specs: list[GraphInput],
     trace: GraphTrace | None = None,
+    constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> CompiledGraph:
     """Build and compile the graph; the time covers both (what a cache hit saves)."""
     start = time.perf_counter()
     factory = load_backend().NNFactory()
     builder = GraphBuilder(trace.wrap(factory) if trace is not None else factory, float_dtype)
     for v, spec in zip(inputs, specs, strict=True):
-        builder.add_parameter(v, spec)
+        builder.add_parameter(v, spec, (constants or {}).get(v))
     for op in ops:
         if trace is not None:
             trace.lowering(op)
@@ -471,22 +487,31 @@ class GraphBuilder:
     def numpy_dtype(self, value: SSAValue) -> np.dtype:
         return numpy_dtype(value, self.float_dtype)
 
-    def add_parameter(self, value: SSAValue, spec: GraphInput) -> None:
-        """Bind a segment input: one parameter, or a stored weight widened in-graph."""
+    def add_parameter(
+        self, value: SSAValue, spec: GraphInput, tensor: torch.Tensor | None = None
+    ) -> None:
+        """Bind a segment input: one parameter, or a stored weight widened in-graph;
+        with `spec.constant`, `tensor`'s data as constants instead of parameters."""
         shape = _shape(value)
-        if spec.storage == "float":
-            self.values[value] = self.factory.parameter(shape, self.numpy_dtype(value))
-            return
-        if spec.storage == "fp16":
-            stored = self.factory.parameter(shape, np.float16)
-            self.values[value] = self.factory.to(stored, self.float_dtype)
-            return
-        quantized = self.factory.parameter(shape, np.int8)
-        scale_shape = [1 if d == spec.reduce_dim else n for d, n in enumerate(shape)]
-        scale = self.factory.parameter(scale_shape, self.float_dtype)
-        self.values[value] = self.factory.eltwise_mul(
-            self.factory.to(quantized, self.float_dtype), scale
-        )
+        if spec.constant:
+            assert tensor is not None, "a constant input needs its tensor"
+            stored = [self.factory.constant(array) for array in spec.arrays(tensor)]
+        elif spec.storage == "int8":
+            scale_shape = [1 if d == spec.reduce_dim else n for d, n in enumerate(shape)]
+            stored = [
+                self.factory.parameter(shape, np.int8),
+                self.factory.parameter(scale_shape, self.float_dtype),
+            ]
+        elif spec.storage == "fp16":
+            stored = [self.factory.parameter(shape, np.float16)]
+        else:
+            stored = [self.factory.parameter(shape, self.numpy_dtype(value))]
+        if spec.storage == "int8":
+            quantized, scale = stored
+            stored = [self.factory.eltwise_mul(self.factory.to(quantized, self.float_dtype), scale)]
+        elif spec.storage == "fp16":
+            stored = [self.factory.to(stored[0], self.float_dtype)]
+        self.values[value] = stored[0]
 
     def node(self, value: SSAValue) -> Node:
         return self.values[value]

@@ -1,9 +1,11 @@
 """`forge bench`: Forge against eager PyTorch, torch.compile, OpenVINO and ONNX Runtime.
 
-Every backend runs in a child process of one `forge bench` run, one after the other,
-so none of them shares a thread pool, an OpenVINO core or an allocator with another,
-and the machine's load is as close as a noisy machine allows. Each child builds the
-same seeded model, feeds the same prompt, and measures
+Every backend runs in a child process of one `forge bench` run, so none of them
+shares a thread pool, an OpenVINO core or an allocator with another. Each child builds
+the same seeded model and feeds the same prompt. The children compile one after the
+other (nothing else runs meanwhile), then stay alive while the parent times them in
+interleaved rounds (A B C, B C A, ...): on a noisy machine a slow spell then costs
+every backend alike. Measured:
 
 * compile time from the model object to a ready executable (tracing/export included:
   torch.export for Forge, `convert_model` for OpenVINO, `torch.onnx.export` for
@@ -60,6 +62,8 @@ class BackendResult:
     detail: str = ""
     skipped: str = ""
     """Why the backend did not run (missing extra, failure); empty when it ran."""
+    compile_samples: list[float] = field(default_factory=list)
+    """`ready_seconds` of every repeat (fresh processes); `ready_seconds` is their median."""
 
 
 # ----------------------------------------------------------------------------- child
@@ -78,14 +82,18 @@ class LogitsOnly(torch.nn.Module):
         return out.logits
 
 
-def _timed_runs(run: Callable[[], Any], runs: int) -> dict[str, float]:
-    import numpy as np
-
+def _timed_runs(run: Callable[[], Any], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         run()
         times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def summarize(times: Sequence[float]) -> dict[str, float]:
+    import numpy as np
+
     return {
         "mean": float(np.mean(times)),
         "p50": float(np.percentile(times, 50)),
@@ -99,8 +107,11 @@ def _to_torch(x: Any) -> torch.Tensor:
     return torch.from_numpy(np.asarray(x)) if not isinstance(x, torch.Tensor) else x
 
 
-def measure(backend: str, model_name: str, tiny: bool, seq: int, runs: int, threads: int) -> Any:
-    """Run one backend in this process and return its `BackendResult`."""
+def prepare(
+    backend: str, model_name: str, tiny: bool, seq: int, threads: int
+) -> tuple[BackendResult, Callable[[], Any]]:
+    """Compile one backend in this process, check its first output against eager, warm
+    it up; returns its result (latency still empty) and a function running it once."""
     from forge.cli import load_model
     from forge.numerics import agreement
 
@@ -196,10 +207,9 @@ def measure(backend: str, model_name: str, tiny: bool, seq: int, runs: int, thre
     if backend == "inductor":
         result.ready_seconds = first  # torch.compile compiles at the first call
     run()  # warm-up
-    result.latency_ms = _timed_runs(run, runs)
     agree = agreement(expected, actual)
     result.max_abs, result.kl, result.top1 = agree.max_abs, agree.kl, agree.top1
-    return result
+    return result, run
 
 
 # ---------------------------------------------------------------------------- parent
@@ -245,7 +255,8 @@ class BenchReport:
             f"forge bench: {self.model}{' (tiny)' if self.tiny else ''}, batch 1, seq "
             f"{self.seq}, {self.threads} thread(s), {self.runs} timed runs each, fp32",
             "",
-            "compile: model object -> ready executable (and -> first output)",
+            "compile: model object -> ready executable, median over fresh processes",
+            f"  {'':<26}{'ready':>9}    {'1st output':>10}  {'ready, each run':<24}  vs Forge",
         ]
         forge = self.ran("forge")
         for name, r in self.results.items():
@@ -253,10 +264,11 @@ class BenchReport:
                 continue
             ratio = ""
             if forge is not None and forge.ready_seconds and name != "forge":
-                ratio = f"  {r.ready_seconds / forge.ready_seconds:6.2f}x Forge's time"
+                ratio = f"{r.ready_seconds / forge.ready_seconds:6.2f}x"
+            samples = " ".join(f"{x:.2f}" for x in r.compile_samples)
             lines.append(
-                f"  {LABELS[name]:<26}{r.ready_seconds:>9.2f} s  "
-                f"({r.first_output_seconds or 0.0:.2f} s){ratio}"
+                f"  {LABELS[name]:<26}{r.ready_seconds:>8.2f} s  "
+                f"{r.first_output_seconds or 0.0:>8.2f} s   {samples:<24}  {ratio}"
             )
         lines += ["", "latency (ms)                    mean      P50      P99  P99/P50   vs Forge"]
         for name, r in self.results.items():
@@ -307,58 +319,169 @@ def run_bench(
     tiny: bool = False,
     timeout: float = 1800.0,
     progress: Callable[[str], None] | None = None,
+    rounds: int = 5,
+    compile_repeats: int = 3,
 ) -> BenchReport:
-    """Measure `backends` one after the other, each in its own child process."""
+    """Compile `backends` one after the other, each in its own child process, then time
+    them in `rounds` interleaved rounds, so that a slow spell of a noisy machine hits
+    every backend alike instead of whichever ran during it. Compilation is repeated
+    `compile_repeats` times, interleaved the same way, in fresh processes; the report
+    gives the median."""
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         raise ForgeError(f"unknown backend(s): {', '.join(unknown)} (known: {', '.join(BACKENDS)})")
     if runs < 1:
         raise ForgeError("--runs must be at least 1")
+    if compile_repeats < 1:
+        raise ForgeError("--compile-repeats must be at least 1")
     threads = threads or os.cpu_count() or 1
     results: dict[str, BackendResult] = {}
-    for backend in backends:
+    children: dict[str, _Child] = {}
+    compiles: dict[str, list[tuple[float, float]]] = {}
+    wanted = list(dict.fromkeys(backends))
+    for backend in wanted:
         why = _available(backend)
         if why:
             results[backend] = BackendResult(backend, skipped=why)
-            continue
-        if progress is not None:
-            progress(f"measuring {LABELS[backend]} ...")
-        results[backend] = _child(backend, model, tiny, seq, runs, threads, timeout)
+    runnable = [b for b in wanted if b not in results]
+    try:
+        for r in range(compile_repeats):
+            for backend in _rotated(runnable, r):
+                if backend in results and results[backend].skipped:
+                    continue
+                if progress is not None:
+                    progress(f"compiling {LABELS[backend]} ({r + 1}/{compile_repeats}) ...")
+                child = _Child(backend, model, tiny, seq, threads, timeout)
+                if child.result.skipped:
+                    results[backend] = child.result
+                    children.pop(backend, _Closed()).close()
+                    continue
+                ready, first = child.result.ready_seconds, child.result.first_output_seconds
+                if ready is not None and first is not None:
+                    compiles.setdefault(backend, []).append((ready, first))
+                if backend in children:
+                    child.close()  # one compiled process per backend is timed
+                    continue
+                results[backend] = child.result
+                children[backend] = child
+        for backend, samples in compiles.items():
+            result = results[backend]
+            result.ready_seconds = _median([ready for ready, _ in samples])
+            result.first_output_seconds = _median([first for _, first in samples])
+            result.compile_samples = [ready for ready, _ in samples]
+        times: dict[str, list[float]] = {name: [] for name in children}
+        rounds = max(1, min(rounds, runs))
+        if progress is not None and children:
+            progress(f"timing {len(children)} backend(s): {runs} runs each in {rounds} rounds ...")
+        for r in range(rounds):
+            share = runs // rounds + (1 if r < runs % rounds else 0)
+            for name in _rotated(list(children), r):
+                measured = children[name].run(share)
+                if measured is None:
+                    results[name].skipped = f"failed while timing: {children[name].error}"
+                    children.pop(name).close()
+                    times.pop(name)
+                    continue
+                times[name].extend(measured)
+        for name, measured in times.items():
+            results[name].latency_ms = summarize(measured)
+    finally:
+        for child in children.values():
+            child.close()
     return BenchReport(model, seq, threads, runs, tiny, results)
 
 
-def _child(
-    backend: str, model: str, tiny: bool, seq: int, runs: int, threads: int, timeout: float
-) -> BackendResult:
-    command = [
-        sys.executable,
-        "-m",
-        "forge.bench",
-        backend,
-        model,
-        str(int(tiny)),
-        str(seq),
-        str(runs),
-        str(threads),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, env=env, check=False
+MARKER = "FORGE-BENCH "
+
+
+def _rotated(items: list[str], by: int) -> list[str]:
+    """`items` starting at position `by` (mod len): who goes first changes every round."""
+    if not items:
+        return items
+    k = by % len(items)
+    return items[k:] + items[:k]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+class _Closed:
+    def close(self) -> None:
+        pass
+
+
+class _Child:
+    """A backend in its own process: compiled at construction, timed on request.
+
+    Protocol on its stdin/stdout: it prints `FORGE-BENCH {result json}` when compiled,
+    then answers each `run K` line with `FORGE-BENCH [K times in ms]`."""
+
+    def __init__(
+        self, backend: str, model: str, tiny: bool, seq: int, threads: int, timeout: float
+    ):
+        self.error = ""
+        self.timeout = timeout
+        command = [sys.executable, "-m", "forge.bench", backend, model, str(int(tiny))]
+        command += [str(seq), str(threads)]
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-    except subprocess.TimeoutExpired:
-        return BackendResult(backend, skipped=f"timed out after {timeout:.0f} s")
-    marker = "FORGE-BENCH-RESULT "
-    for line in done.stdout.splitlines():
-        if line.startswith(marker):
-            return BackendResult(**json.loads(line[len(marker) :]))
-    tail = [line for line in done.stderr.strip().splitlines() if line.strip()]
-    why = tail[-1] if tail else f"exit code {done.returncode}"
-    return BackendResult(backend, skipped=f"failed: {why[:300]}")
+        ready = self._answer()
+        if ready is None:
+            self.result = BackendResult(backend, skipped=f"failed: {self.error}")
+            self.close()
+        else:
+            self.result = BackendResult(**ready)
+
+    def _answer(self) -> Any:
+        """The next protocol line's payload, or None (and `error`) if the child died."""
+        import threading
+
+        assert self.process.stdout is not None
+        timer = threading.Timer(self.timeout, self.process.kill)
+        timer.start()
+        try:
+            for line in self.process.stdout:
+                if line.startswith(MARKER):
+                    return json.loads(line[len(MARKER) :])
+        finally:
+            timer.cancel()
+        self.process.wait()
+        if self.process.returncode and self.process.returncode < 0:
+            self.error = f"killed after {self.timeout:.0f} s"
+            return None
+        assert self.process.stderr is not None
+        tail = [line for line in self.process.stderr.read().splitlines() if line.strip()]
+        self.error = (tail[-1] if tail else f"exit code {self.process.returncode}")[:300]
+        return None
+
+    def run(self, runs: int) -> list[float] | None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(f"run {runs}\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            self.error = "the process ended"
+            return None
+        return self._answer()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def _worker(argv: Sequence[str]) -> int:
-    backend, model, tiny, seq, runs, threads = argv
+    backend, model, tiny, seq, threads = argv
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -368,8 +491,13 @@ def _worker(argv: Sequence[str]) -> int:
         transformers.logging.set_verbosity_error()
     except ImportError:
         pass
-    result = measure(backend, model, bool(int(tiny)), int(seq), int(runs), int(threads))
-    print("FORGE-BENCH-RESULT " + json.dumps(asdict(result)), flush=True)
+    result, run = prepare(backend, model, bool(int(tiny)), int(seq), int(threads))
+    print(MARKER + json.dumps(asdict(result)), flush=True)
+    for line in sys.stdin:
+        command, _, count = line.partition(" ")
+        if command != "run":
+            break
+        print(MARKER + json.dumps(_timed_runs(run, int(count))), flush=True)
     return 0
 
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
     comp.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
     comp.add_argument("--seq", type=int, default=128)
-    comp.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    comp.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "int8", "mixed"])
     comp.add_argument("--granularity", default="segment", choices=["segment", "op"])
     comp.add_argument("--tiny", action="store_true")
     comp.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -100,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="where shrunk failures go as JSON specs (default test/python/regressions/models)",
     )
     fuzzm.add_argument("--no-shrink", action="store_true", help="report failures unshrunk")
+
+    bench = sub.add_parser(
+        "bench", help="compile time and latency vs eager, inductor, OpenVINO, ONNX Runtime"
+    )
+    bench.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
+    bench.add_argument("--seq", type=int, default=128)
+    bench.add_argument("--tiny", action="store_true")
+    bench.add_argument("--runs", type=int, default=20, help="timed runs per backend")
+    bench.add_argument("--threads", type=int, default=None, help="default: all cores")
+    bench.add_argument(
+        "--backends",
+        default="all",
+        help="comma-separated subset of forge,forge-op,eager,inductor,openvino,onnxruntime",
+    )
+    bench.add_argument("--json", dest="json_path", help="also write the results here")
+    bench.add_argument(
+        "--compile-repeats",
+        type=int,
+        default=3,
+        help="fresh-process compiles per backend; the median is reported (default 3)",
+    )
+    bench.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
 
     rep = sub.add_parser("report", help="PNG plots: passes, buffers, transitions, bench results")
     rep.add_argument(
@@ -324,7 +346,7 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     import torch
 
     from forge.executor import compile_model
-    from forge.numerics import eager_outputs, ordered_inputs, random_like
+    from forge.numerics import agreement, eager_outputs, ordered_inputs, random_like, worst
 
     if ns.runs < 1:
         raise ForgeError("--runs must be at least 1")
@@ -348,6 +370,11 @@ def cmd_compile(ns: argparse.Namespace) -> int:
         f"(bound {a.lower_bound_bytes / mib:.2f} MiB, ratio {a.ratio:.3f})"
     )
     print(f"transitions: {s.transitions_before} -> {s.transitions_after}")
+    if executor.arena is not None:
+        print(
+            f"arena: {executor.arena.numel() / mib:.2f} MiB allocated once; "
+            f"{executor.arena_values} intermediate(s) live in their linear-scan buffers"
+        )
     for note in rep.notes:
         print(f"note: {note}")
     print(f"compile time ({ns.precision}):\n{rep.format_times()}", flush=True)
@@ -369,13 +396,10 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     for label, (mean, p50, p99) in (("forge", forge_ms), ("eager", eager_ms)):
         print(f"latency {label}: mean {mean:.2f} ms, P50 {p50:.2f} ms, P99 {p99:.2f} ms")
     print(f"speedup vs eager (mean): {eager_ms[0] / forge_ms[0]:.2f}x")
-    max_abs, top1 = 0.0, 1.0
-    for e, x in zip(expected, actual, strict=True):
-        max_abs = max(max_abs, float((x.float() - e.float()).abs().max()))
-        if e.dim() > 0 and e.dtype.is_floating_point:
-            top1 = min(top1, (x.argmax(-1) == e.argmax(-1)).float().mean().item())
+    agree = worst([agreement(e, x) for e, x in zip(expected, actual, strict=True)])
     print(
-        f"vs eager: max-abs logit diff {max_abs:.3e}, top-1 agreement {top1 * 100:.2f}%; "
+        f"vs eager: max-abs logit diff {agree.max_abs:.3e}, KL {agree.kl:.3e}, "
+        f"top-1 agreement {agree.top1 * 100:.2f}%; "
         f"per run {stats.dispatches} dispatches, {stats.transitions} transitions, "
         f"{stats.bytes_moved / mib:.2f} MiB in/out of NNFactory",
         flush=True,
@@ -421,6 +445,32 @@ def cmd_fuzz_models(ns: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def cmd_bench(ns: argparse.Namespace) -> int:
+    import json
+
+    from forge.bench import BACKENDS, run_bench
+
+    backends = BACKENDS if ns.backends == "all" else tuple(ns.backends.split(","))
+    report = run_bench(
+        ns.model,
+        backends,
+        seq=ns.seq,
+        runs=ns.runs,
+        threads=ns.threads,
+        tiny=ns.tiny,
+        progress=lambda line: print(line, flush=True),
+        rounds=ns.rounds,
+        compile_repeats=ns.compile_repeats,
+    )
+    print(report.format())
+    if ns.json_path:
+        with open(ns.json_path, "w") as f:
+            json.dump(report.to_json(), f, indent=2)
+        print(f"wrote {ns.json_path}")
+    failed = [r for r in report.results.values() if r.skipped.startswith("failed")]
+    return 1 if failed or (report.ran("forge") is None and "forge" in backends) else 0
+
+
 def cmd_report(ns: argparse.Namespace) -> int:
     from forge.report import cmd_report as run
 
@@ -444,6 +494,7 @@ COMMANDS = {
     "fuzz-ir": cmd_fuzz_ir,
     "fuzz-models": cmd_fuzz_models,
     "compile": cmd_compile,
+    "bench": cmd_bench,
     "report": cmd_report,
     "doctor": cmd_doctor,
     "ablate": lambda ns: __import__("forge.ablate", fromlist=["main"]).main(ns),

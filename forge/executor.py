@@ -38,6 +38,10 @@ from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
 
 GRANULARITIES = ("segment", "op")
+WEIGHT_BINDINGS = ("constants", "parameters")
+"""How weights reach NNFactory graphs: baked in as constants when the graph is built
+(OpenVINO pre-packs them; the default), or bound as parameters at every call (graphs
+of identical layers then share one compile, as `granularity="op"` benefits from)."""
 
 
 def device_runs(function: func.FuncOp) -> Iterator[tuple[str, list[Operation]]]:
@@ -86,7 +90,8 @@ class ExecutionStats:
     transitions: int = 0
     """Consecutive steps whose devices differ (the scheduler's transition count)."""
     bytes_in: int = 0
-    """Bytes of the tensors handed to segments."""
+    """Bytes of the tensors bound to segment parameters (weights baked in as constants
+    are not bound, so they do not count)."""
     bytes_out: int = 0
     """Bytes of the tensors segments returned."""
 
@@ -117,9 +122,14 @@ class CompiledNPUExecutor:
         precision: str = "fp32",
         granularity: str = "segment",
         allocation: AllocationReport | None = None,
+        weights_as: str = "constants",
     ):
         if precision not in PRECISIONS:
             raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+        if weights_as not in WEIGHT_BINDINGS:
+            raise ForgeError(
+                f"weights_as must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights_as}'"
+            )
         if granularity not in GRANULARITIES:
             raise ForgeError(
                 f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
@@ -147,6 +157,12 @@ class CompiledNPUExecutor:
         for i in range(num_inputs, len(args)):
             self._template[i] = weights[names[i]]
         self._steps: list[Step] = []
+        self.weights_as = weights_as
+        self._constants: dict[SSAValue, torch.Tensor] = (
+            {args[i]: self._template[i] for i in range(num_inputs, len(args))}
+            if weights_as == "constants"
+            else {}
+        )
 
         for device, ops in device_runs(function):
             if device == "npu":
@@ -188,7 +204,7 @@ class CompiledNPUExecutor:
             return
         for group in npu_groups(ops, self.granularity):
             try:
-                segment = build_segment(group, self.precision)
+                segment = build_segment(group, self.precision, constants=self._constants)
             except NoNpuLowering as e:
                 self.fallback_ops += len(group)
                 self.notes.append(f"{len(group)} NPU-placed op(s) run on the CPU: {e}")
@@ -267,7 +283,7 @@ class CompiledNPUExecutor:
                 if step.segment:
                     result = step.run(*args, out=step.targets)
                     stats.dispatches += 1
-                    stats.bytes_in += sum(t.nbytes for t in args)
+                    stats.bytes_in += sum(args[i].nbytes for i in step.run.bound)
                     stats.bytes_out += sum(t.nbytes for t in result)
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value

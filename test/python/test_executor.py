@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import load_tiny
 
+from forge.diagnostics import ForgeError
 from forge.executor import CompiledNPUExecutor, compile_model
 from forge.numerics import compare, eager_outputs, ordered_inputs
 from forge.pipeline import PlanReport, plan
@@ -154,3 +155,22 @@ def test_intermediates_live_in_linear_scan_buffers(granularity: str) -> None:
     for a, b in zip(first, kept, strict=True):
         assert torch.equal(a, b)
     assert all(t.data_ptr() - base not in range(allocation.planned_bytes) for t in kept)
+
+
+def test_weights_as_constants_or_parameters_agree() -> None:
+    tiny, _, module = planned("gpt2")
+    program = tiny.program
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
+    outputs, bound = {}, {}
+    for weights_as in ("constants", "parameters"):
+        executor = CompiledNPUExecutor(
+            module, program.weights, len(program.input_names), weights_as=weights_as
+        )
+        outputs[weights_as] = executor(*inputs)
+        bound[weights_as] = executor.stats.bytes_in
+    for a, b in zip(outputs["constants"], outputs["parameters"], strict=True):
+        assert float((a - b).abs().max()) <= 1e-5
+    weight_bytes = sum(t.nbytes for t in program.weights.values())
+    assert bound["parameters"] >= bound["constants"] + weight_bytes // 2
+    with pytest.raises(ForgeError, match="weights_as must be one of"):
+        CompiledNPUExecutor(module, program.weights, len(program.input_names), weights_as="x")
