@@ -250,7 +250,8 @@ class Segment:
             raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
         if self.graph is None:
             return ()
-        factory, results = self.graph.factory, []
+        factory, results, fresh = self.graph.factory, [], {}
+        targets = list(out) or [None] * len(self.outputs)
         if factory is not None:
             # The arrays must stay alive until the run: the graph reads them in place.
             arrays = [
@@ -261,16 +262,43 @@ class Segment:
             ]
             for i, array in enumerate(arrays):
                 factory.set_input_tensor(array, i)
+            fresh = self._bind_outputs(factory, targets)
             _run_graph(factory)
             results = factory.out
-        # The factory reuses its output buffers on the next run: copy them out.
-        targets = list(out) or [None] * len(self.outputs)
+        # The factory reuses its output buffers on the next run: copy them out, except
+        # the ones it wrote straight into fresh tensors.
         return tuple(
-            _copy_out(torch.from_numpy(results[i]) if computed else tensors[i], dtype, target)
+            fresh[i]
+            if computed and i in fresh
+            else _copy_out(torch.from_numpy(results[i]) if computed else tensors[i], dtype, target)
             for (computed, i), dtype, target in zip(
                 self.graph.sources, self.output_dtypes, targets, strict=True
             )
         )
+
+    def _bind_outputs(self, factory: Any, targets: Sequence[torch.Tensor | None]) -> dict:
+        """Point each graph result at its destination for this run: a fresh tensor for
+        results nobody gave a buffer (the function's results, such as the logits), so
+        the graph writes them in place instead of into its own array plus a copy; the
+        factory's own array otherwise. Arena buffers are not written in place: linear
+        scan may give an output the buffer of an input of the same segment, which the
+        graph still reads while it writes its results."""
+        lib = _bindings().lib
+        fresh: dict[int, torch.Tensor] = {}
+        wanted = {
+            i
+            for (computed, i), dtype, target in zip(
+                self.graph.sources, self.output_dtypes, targets, strict=True
+            )
+            if computed and target is None and _torch_for_numpy(factory.out[i].dtype) == dtype
+        }
+        for i, array in enumerate(factory.out):
+            if i in wanted:
+                fresh[i] = torch.empty(array.shape, dtype=_torch_for_numpy(array.dtype))
+                lib.set_output(factory._mm, fresh[i].data_ptr(), i)
+            else:
+                lib.set_output(factory._mm, array.ctypes.data, i)
+        return fresh
 
 
 def _copy_out(value: torch.Tensor, dtype: torch.dtype, target: torch.Tensor | None) -> torch.Tensor:
