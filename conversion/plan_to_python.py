@@ -8,12 +8,15 @@ program is recorded, not re-derived, so it cannot drift from the executor:
   its fallback to the CPU when NNFactory cannot lower a group;
 * each segment is built for real by `build_segment`, through a `GraphTrace` whose
   proxy factory records every call the builder makes (and the StridedSlice binding
-  it calls directly);
+  it calls directly); weights baked in as constants are built from placeholders of
+  their shape, and the conversion or quantization `GraphInput.arrays` makes of each
+  is printed as a `weight_arrays(W["name"], ...)` call on the real weight;
 * each CPU step runs its `cpu_kernel` on meta tensors under a `TorchFunctionMode`
   that records the ATen calls it makes.
 
-Executing the program (NNFactory and torch installed) and calling `run` with the
-executor's arguments gives the executor's outputs.
+Executing the program (NNFactory and torch installed), calling `build(weights)` when
+the weights are constants (`weights_as="constants"`, the executor's default) and then
+`run` with the executor's inputs and weights gives the executor's outputs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import itertools
 import keyword
 import re
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -41,23 +44,44 @@ from xdsl.utils.target import Target
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
-from forge.conversion.nnfactory_graph import NoNpuLowering, build_segment, segment_boundary
+from forge.conversion.nnfactory_graph import (
+    PRECISIONS,
+    GraphInput,
+    NoNpuLowering,
+    build_segment,
+    segment_boundary,
+)
+from forge.cost import infer_num_inputs
 from forge.diagnostics import ForgeError, op_error
+from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC
-from forge.executor import device_runs, npu_groups
+from forge.executor import WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.nnfactory import PACKAGE
 from forge.reference import entry_function
+from forge.transforms.npu_linear_scan import allocate, byte_size
+from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
 
-PLAN_PRECISIONS = ("fp32", "fp16")
-"""The executor precisions whose graphs bind one parameter per segment input."""
+PLAN_PRECISIONS = tuple(PRECISIONS)
+"""The executor's precisions: fp32, fp16, int8, mixed."""
 
 GRANULARITIES = ("segment", "op")
 
-RESERVED = {"torch", "np", "run", "GraphCall", "strided_slice", "unpack_array", "NNFactory"}
+RESERVED = {
+    "torch",
+    "np",
+    "run",
+    "build",
+    "GraphCall",
+    "GraphInput",
+    "strided_slice",
+    "unpack_array",
+    "weight_arrays",
+    "NNFactory",
+}
 """Module-level names of the printed program, which argument names must not shadow."""
 
-_GENERATED = re.compile(r"(v|t|p|seg|build_seg|const_)\d+")
+_GENERATED = re.compile(r"(v|t|p|w|seg|build_seg|const_)\d+")
 
 INLINE_ELEMENTS = 16
 """Constants up to this many elements are printed as literals; larger ones packed."""
@@ -67,14 +91,15 @@ INLINE_ELEMENTS = 16
 
 
 class GraphCall:
-    """A segment graph called as `Segment.__call__` calls it: each input converted to
-    its parameter's dtype, one run, results copied out in the IR's dtypes (an output
-    that is an input unchanged passes through, converted)."""
+    """A segment graph called as `Segment.__call__` calls it: each input bound as its
+    `GraphInput` says (`GraphInput.arrays`: converted, or quantized to int8 + scale;
+    none for a weight baked in as constants), one run, results copied out in the IR's
+    dtypes (an output that is an input unchanged passes through, converted)."""
 
     def __init__(
         self,
         factory: Any,
-        inputs: Sequence[torch.dtype | None],
+        inputs: Sequence[GraphInput | None],
         results: Sequence[tuple[bool, int]],
         dtypes: Sequence[torch.dtype],
     ):
@@ -90,17 +115,29 @@ class GraphCall:
         if self.factory is not None:
             # The arrays must stay alive until the run: the graph reads them in place.
             arrays = [
-                t.detach().to(dtype).contiguous().numpy()
-                for t, dtype in zip(tensors, self.inputs, strict=True)
+                array
+                for t, spec in zip(tensors, self.inputs, strict=True)
+                if spec is not None and not spec.constant
+                for array in spec.arrays(t)
             ]
             for i, array in enumerate(arrays):
                 self.factory.set_input_tensor(array, i)
             nnfactory_graph._run_graph(self.factory)
             out = self.factory.out
         return tuple(
-            torch.from_numpy(out[i]).to(dtype, copy=True) if computed else tensors[i].to(dtype)
+            nnfactory_graph._copy_out(
+                torch.from_numpy(out[i]) if computed else tensors[i], dtype, None
+            )
             for (computed, i), dtype in zip(self.results, self.dtypes, strict=True)
         )
+
+
+def weight_arrays(
+    tensor: torch.Tensor, dtype: Any, storage: str = "float", reduce_dim: int = 1
+) -> list[np.ndarray]:
+    """A weight as the graph stores it, by `GraphInput.arrays` itself: `[converted]`, or
+    `[int8, scale]` (storage int8, one scale per channel kept along `reduce_dim`)."""
+    return GraphInput(np.dtype(dtype), storage, reduce_dim).arrays(tensor)
 
 
 def strided_slice(
@@ -296,15 +333,23 @@ class _FactoryProxy:
 
 
 class SegmentTrace:
-    """A `GraphTrace`: the NNFactory calls of one segment's build, as Python lines."""
+    """A `GraphTrace`: the NNFactory calls of one segment's build, as Python lines.
 
-    def __init__(self, inputs: Sequence[str]):
+    `weight` names the weight a tensor the segment is built with stands for (weights
+    baked in as constants); the arrays made of it print as `weight_arrays(W[name], ...)`.
+    """
+
+    def __init__(self, inputs: Sequence[str], weight: Callable[[Any], str | None] = lambda _: None):
         self.inputs = list(inputs)
         self.lines: list[Line] = []
         self.factory: Any = None
-        self.parameter_dtypes: list[Any] = []
+        self.parameters: list[int] = []
+        """The line of each `f.parameter(...)` call, in parameter order."""
+        self.weight_name = weight
+        self._arrays: dict[int, str] = {}
         self._nodes: dict[int, str] = {}
         self._temps = 0
+        self._weight_arrays = 0
         self._keep: list[Any] = []
         self._calls_at_op = 0
 
@@ -336,6 +381,8 @@ class SegmentTrace:
         return self._nodes[address]
 
     def _name(self, value: Any) -> str | None:
+        if isinstance(value, np.ndarray) and id(value) in self._arrays:
+            return self._arrays[id(value)]
         name = self._node(value)
         if name is None:
             return None
@@ -356,19 +403,50 @@ class SegmentTrace:
             [literal(a, self._name) for a in args]
             + [f"{k}={literal(v, self._name)}" for k, v in kwargs.items()]
         )
-        comment = ""
         name = None
         if method == "parameter":
-            index = len(self.parameter_dtypes)
-            self.parameter_dtypes.append(args[1] if len(args) > 1 else kwargs.get("dtype"))
-            name = f"p{index}"
-            comment = self.inputs[index] if index < len(self.inputs) else ""
+            name = f"p{len(self.parameters)}"
+            self.parameters.append(len(self.lines))
         if method == "compile":
             self._note_empty_op()
             self._calls_at_op = 0
         target = self._bind(result, name)
         code = f"f.{method}({text})"
-        self.lines.append((f"{target} = {code}" if target else code, comment))
+        self.lines.append((f"{target} = {code}" if target else code, ""))
+
+    def weight(self, spec: GraphInput, tensor: Any, arrays: Sequence[np.ndarray]) -> None:
+        """`GraphInput.arrays` made `arrays` of `tensor`: name them, if `tensor` is the
+        placeholder of a weight, after the `weight_arrays` call that makes them."""
+        weight = self.weight_name(tensor)
+        if weight is None:
+            return
+        names = [f"w{self._weight_arrays + k}" for k in range(len(arrays))]
+        self._weight_arrays += len(arrays)
+        self._keep.extend(arrays)
+        self._arrays.update((id(a), n) for a, n in zip(arrays, names, strict=True))
+        storage = "" if spec.storage == "float" else f', "{spec.storage}"'
+        if spec.storage == "int8":
+            storage += f", reduce_dim={spec.reduce_dim}"
+        key = f'"{weight}"' if re.fullmatch(r"[\w.\-]*", weight) else repr(weight)
+        call = f"weight_arrays(W[{key}], {literal(np.dtype(spec.dtype))}{storage})"
+        self.lines.append((f"{_tuple(names)} = {call}", ""))
+
+    def label_parameters(self, specs: Sequence[GraphInput]) -> None:
+        """Name each parameter's segment input in its comment, now that the graph's
+        inputs are known (an int8 weight takes two: the int8 matrix and its scale)."""
+        labels: list[str] = []
+        for name, spec in zip(self.inputs, specs, strict=True):
+            if spec.constant:
+                continue
+            labels += [name, f"{name}: scale"] if spec.storage == "int8" else [name]
+        if len(labels) != len(self.parameters):
+            raise ForgeError(
+                f"the plan printer expects {len(labels)} graph parameter(s), "
+                f"the segment made {len(self.parameters)}"
+            )
+        for line, label in zip(self.parameters, labels, strict=True):
+            code, _ = self.lines[line]
+            self.lines[line] = (code, label)
 
     def assign(self, attribute: str, value: Any) -> None:
         self._note_empty_op()
@@ -381,6 +459,26 @@ class SegmentTrace:
         masks = f"{literal(begin_mask.tolist())}, {literal(end_mask.tolist())}"
         target = self._bind(node)
         self.lines.append((f"{target} = strided_slice(f, {nodes}, {masks})", ""))
+
+
+@contextlib.contextmanager
+def _recording(trace: SegmentTrace) -> Iterator[None]:
+    """What the builder does besides calling the factory, shown to `trace` while the
+    segment is built: the StridedSlice binding it calls directly, and the arrays
+    `GraphInput.arrays` makes of the weights it bakes in."""
+    arrays = GraphInput.arrays
+
+    def recording_arrays(spec: GraphInput, tensor: torch.Tensor) -> list[np.ndarray]:
+        made = arrays(spec, tensor)
+        trace.weight(spec, tensor, made)
+        return made
+
+    GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
+    try:
+        with _recording_slices(trace):
+            yield
+    finally:
+        GraphInput.arrays = arrays  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -548,11 +646,85 @@ def _ops_summary(ops: Sequence[Operation]) -> str:
     return f"{len(ops)} ops, {describe(ops[0])} .. {describe(ops[-1])}"
 
 
+def _arena(function: func.FuncOp) -> dict[SSAValue, str]:
+    """Where the executor keeps each intermediate that owns storage: its linear-scan
+    buffer and byte offset in the arena (`CompiledNPUExecutor._bind_buffers`' rule:
+    function results and views keep their own storage). Computed on a copy, so that
+    printing leaves the IR as it is."""
+    if not any(isinstance(op, npu.NpuOp) and op.buffer for op in function.walk()):
+        return {}
+    copy = function.clone()
+    allocation = allocate(copy)
+    liveness = compute_liveness(copy)
+    original = {
+        mine: theirs
+        for op_copy, op in zip(
+            body_ops(copy.body.block), body_ops(function.body.block), strict=True
+        )
+        for mine, theirs in zip(op_copy.results, op.results, strict=True)
+    }
+    returned = {liveness.alias_root.get(v, v) for v in liveness.results}
+    where: dict[SSAValue, str] = {}
+    for value, vreg in liveness.vreg_of.items():
+        if vreg in liveness.alias_root or vreg in returned or value not in original:
+            continue
+        number = allocation.buffer_of.get(vreg)
+        if number is None or byte_size(value.type) is None:
+            continue
+        offset = allocation.layout[number].offset
+        if offset is not None:
+            where[original[value]] = f"buffer {number} @ byte {offset}"
+    return where
+
+
+class _Placeholders(Mapping[SSAValue, torch.Tensor]):
+    """The `constants` the segments are built with: zeros in each weight's type, made
+    when a segment first bakes it in, so that the arrays made of them can be traced
+    back to the weight's name."""
+
+    def __init__(self, names: Mapping[SSAValue, str]):
+        self.names = dict(names)
+        self._tensors: dict[SSAValue, torch.Tensor] = {}
+        self._by_id: dict[int, str] = {}
+
+    def __getitem__(self, value: SSAValue) -> torch.Tensor:
+        if value not in self.names:
+            raise KeyError(value)
+        if value not in self._tensors:
+            t = value.type
+            if not isinstance(t, TensorType) or DYNAMIC in t.get_shape():
+                raise NoNpuLowering(f"weight of type {t}")
+            dtype = torch_dtype(t.get_element_type())
+            tensor = torch.zeros(list(t.get_shape()), dtype=dtype)
+            self._tensors[value] = tensor
+            self._by_id[id(tensor)] = self.names[value]
+        return self._tensors[value]
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.names
+
+    def __iter__(self) -> Iterator[SSAValue]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def name_of(self, tensor: Any) -> str | None:
+        return self._by_id.get(id(tensor))
+
+
 def plan_to_python(
-    module: ModuleOp | func.FuncOp, precision: str = "fp32", granularity: str = "segment"
+    module: ModuleOp | func.FuncOp,
+    precision: str = "fp32",
+    granularity: str = "segment",
+    weights: str = "constants",
+    num_inputs: int | None = None,
 ) -> str:
-    """The Python program of the plan `CompiledNPUExecutor(module, ..., precision,
-    granularity)` runs."""
+    """The Python program of the plan `CompiledNPUExecutor(module, W, num_inputs,
+    precision, granularity, weights_as=weights)` runs.
+
+    Arguments from `num_inputs` on are the weights (by default those from the first
+    whose name has a dot on, as the importer names them by state-dict key)."""
     if precision not in PLAN_PRECISIONS:
         raise ForgeError(
             f"precision must be one of {', '.join(PLAN_PRECISIONS)}, got '{precision}'"
@@ -561,16 +733,35 @@ def plan_to_python(
         raise ForgeError(
             f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
         )
+    if weights not in WEIGHT_BINDINGS:
+        raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
+    args = list(function.body.block.args)
+    if num_inputs is None:
+        num_inputs = infer_num_inputs(function)
+    if not 0 <= num_inputs <= len(args):
+        raise ForgeError(f"num_inputs must lie in [0, {len(args)}], got {num_inputs}")
+    constants = weights == "constants"
+    placeholders = _Placeholders(
+        {a: a.name_hint or f"arg{i}" for i, a in enumerate(args) if i >= num_inputs}
+        if constants
+        else {}
+    )
     names = Names(function)
+    arena = _arena(function)
     program = ProgramText([], [], [])
     graphs: dict[tuple[str, ...], str] = {}
+    instances: list[str] = []
     devices: list[str] = []
     segments = npu_ops = 0
 
+    def buffers(values: Sequence[SSAValue]) -> str:
+        held = [f"{names.of[v]} in {arena[v]}" for v in values if v in arena]
+        return f" [arena: {', '.join(held)}]" if held else ""
+
     def add_cpu(op: Operation, note: str = "") -> None:
-        program.body.append(f"# cpu: {describe(op)}{note}")
+        program.body.append(f"# cpu: {describe(op)}{note}{buffers(op.results)}")
         program.body.extend(cpu_step_lines(op, names, program))
         devices.append("cpu")
 
@@ -580,14 +771,15 @@ def plan_to_python(
             continue
         for group in npu_groups(run, granularity):
             inputs, _ = segment_boundary(group)
-            trace = SegmentTrace(names(inputs))
+            trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording_slices(trace):
-                    segment = build_segment(group, precision, trace=trace)
+                with _recording(trace):
+                    segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:
                     add_cpu(op, f" (placed on the NPU; NNFactory cannot lower it: {e.args[0]})")
                 continue
+            trace.label_parameters(segment.graph_inputs)
             label = f"seg{segments}"
             segments += 1
             npu_ops += len(group)
@@ -595,11 +787,15 @@ def plan_to_python(
             code = _segment_code(segment, trace)
             shared = graphs.get(tuple(code))
             if shared is not None:
-                program.builders.append(f"{label} = {shared}  # the same graph (cache hit)")
+                instances.append(f"{label} = {shared}  # the same graph (cache hit)")
             else:
                 graphs[tuple(code)] = label
-                program.builders.append(_builder_text(label, segment, trace))
-            program.body.append(f"# npu: {label}: {_ops_summary(group)}")
+                program.builders.append(_builder_text(label, segment, trace, constants))
+                instances.append(f"{label} = build_{label}({'W' if constants else ''})")
+            if not constants:
+                program.builders.append(instances.pop())
+            summary = _ops_summary(group) + buffers(segment.outputs)
+            program.body.append(f"# npu: {label}: {summary}")
             outputs = names(segment.outputs)
             call = f"{label}({', '.join(names(segment.inputs))})"
             if not outputs:
@@ -614,17 +810,22 @@ def plan_to_python(
     returned = names(terminator.arguments)
     program.body.append(f"return {_tuple(returned)}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))
+    usage = (
+        "exec() it, call build(weights) with the weights by name, then run(...) with the "
+        "inputs and weights"
+        if constants
+        else "exec() it, then call run(...) with the inputs and weights"
+    )
     header = (
         f'"""Forge plan of @{function.sym_name.data} (precision {precision}, granularity '
-        f"{granularity}): {len(devices)} steps, {segments} NNFactory segment(s) of "
-        f"{npu_ops} op(s), {len(devices) - segments} CPU callable(s), {transitions} "
-        "NPU<->CPU transition(s).\n\nPrinted by `forge-opt -t python`; exec() it, then "
-        'call run(...) with the inputs and weights."""\n'
+        f"{granularity}, weights {weights}): {len(devices)} steps, {segments} NNFactory "
+        f"segment(s) of {npu_ops} op(s), {len(devices) - segments} CPU callable(s), "
+        f"{transitions} NPU<->CPU transition(s).\n\nPrinted by `forge-opt -t python`; "
+        f'{usage}."""\n'
     )
+    helpers = ["GraphCall", "GraphInput", "strided_slice", "unpack_array", "weight_arrays"]
     imports = ["import numpy as np", "import torch", ""]
-    imports.append(
-        "from forge.conversion.plan_to_python import GraphCall, strided_slice, unpack_array"
-    )
+    imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
     if segments:
         imports += [
             "from forge.nnfactory import load_backend",
@@ -635,7 +836,17 @@ def plan_to_python(
     if program.constants:
         parts.append("\n".join(program.constants) + "\n")
     parts.extend(program.builders)
-    arguments = ", ".join(names(list(function.body.block.args)))
+    if constants:
+        build = [
+            "def build(W):",
+            '    """Build and compile every segment with the weights W (name -> tensor) baked',
+            '    in as constants, as CompiledNPUExecutor(module, W, ...) does."""',
+        ]
+        if instances:
+            build.append(f"    global {', '.join(i.split(' = ')[0] for i in instances)}")
+        build += [f"    {line}" for line in instances]
+        parts.append("\n".join(build))
+    arguments = ", ".join(names(args))
     body = "\n".join(f"    {line}" for line in program.body)
     parts.append(f"@torch.no_grad()\ndef run({arguments}):\n{body}\n")
     return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
@@ -649,20 +860,28 @@ def _segment_code(segment: Any, trace: SegmentTrace) -> list[str]:
     """The builder's code without comments: equal code, the same graph."""
     graph = segment.graph
     return [code for code, _ in trace.lines if code] + [
-        _graph_call(segment, trace) if graph is not None else "",
+        _graph_call(segment) if graph is not None else "",
     ]
 
 
-def _graph_call(segment: Any, trace: SegmentTrace) -> str:
+def _spec(spec: GraphInput) -> str:
+    """`spec` as the `GraphInput(...)` that makes it."""
+    text = literal(np.dtype(spec.dtype))
+    if spec.storage != "float":
+        text += f', "{spec.storage}"'
+    if spec.storage == "int8":
+        text += f", reduce_dim={spec.reduce_dim}"
+    if spec.constant:
+        text += ", constant=True"
+    return f"GraphInput({text})"
+
+
+def _graph_call(segment: Any) -> str:
     graph = segment.graph
-    inputs = [
-        str(nnfactory_graph._torch_for_numpy(np.dtype(d))) if d is not None else "None"
-        for d in trace.parameter_dtypes
-    ]
     if graph is None:
         inputs = ["None"] * len(segment.inputs)
-    elif len(inputs) != len(segment.inputs):
-        raise ForgeError("the plan printer expects one graph parameter per segment input")
+    else:
+        inputs = [_spec(spec) for spec in segment.graph_inputs]
     factory = "f" if graph is not None and graph.factory is not None else "None"
     sources = list(graph.sources) if graph is not None else []
     dtypes = [str(d) for d in segment.output_dtypes] if graph is not None else []
@@ -672,8 +891,8 @@ def _graph_call(segment: Any, trace: SegmentTrace) -> str:
     )
 
 
-def _builder_text(label: str, segment: Any, trace: SegmentTrace) -> str:
-    lines = [f"def build_{label}() -> GraphCall:"]
+def _builder_text(label: str, segment: Any, trace: SegmentTrace, constants: bool) -> str:
+    lines = [f"def build_{label}({'W' if constants else ''}) -> GraphCall:"]
     if segment.graph is None:
         lines.append("    # no value of the segment is used after it: nothing to build")
     else:
@@ -685,10 +904,7 @@ def _builder_text(label: str, segment: Any, trace: SegmentTrace) -> str:
             lines.append(f"    {code}")
         else:
             lines.append(f"    # {comment}")
-    lines.append(f"    return {_graph_call(segment, trace)}")
-    lines.append("")
-    lines.append("")
-    lines.append(f"{label} = build_{label}()")
+    lines.append(f"    return {_graph_call(segment)}")
     return "\n".join(lines)
 
 
@@ -697,12 +913,14 @@ def _builder_text(label: str, segment: Any, trace: SegmentTrace) -> str:
 
 @dataclass(frozen=True)
 class PythonTarget(Target):
-    """`forge-opt -t python` / `-t 'python{granularity=op precision=fp16}'`."""
+    """`forge-opt -t python` / `-t 'python{granularity=op precision=int8 weights=parameters}'`
+    (defaults as the executor's: segment, fp32, constants)."""
 
     name = "python"
 
     granularity: str = "segment"
     precision: str = "fp32"
+    weights: str = "constants"
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
@@ -713,9 +931,13 @@ class PythonTarget(Target):
             raise ValueError(
                 f"precision must be one of {', '.join(PLAN_PRECISIONS)}, got '{self.precision}'"
             )
+        if self.weights not in WEIGHT_BINDINGS:
+            raise ValueError(
+                f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{self.weights}'"
+            )
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(plan_to_python(module, self.precision, self.granularity))
+        output.write(plan_to_python(module, self.precision, self.granularity, self.weights))
 
 
 __all__ = [
@@ -728,4 +950,5 @@ __all__ = [
     "plan_to_python",
     "strided_slice",
     "unpack_array",
+    "weight_arrays",
 ]

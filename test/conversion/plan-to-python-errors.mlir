@@ -5,8 +5,11 @@
 // UNPLACED: plan-to-python-errors.mlir:{{[0-9]+}}:3: error: 'npu.add' op has no 'device': the plan is printed from placed, scheduled IR (run -p forge-pipeline first)
 // UNPLACED-NOT: Traceback
 
-// RUN: not forge-opt %s --split-input-file -p forge-pipeline -t "python{precision=int8}" 2>&1 | filecheck %s --check-prefix=PRECISION
-// PRECISION: forge-opt: error: invalid target 'python{precision=int8}': precision must be one of fp32, fp16, got 'int8'
+// RUN: not forge-opt %s --split-input-file -p forge-pipeline -t "python{precision=int4}" 2>&1 | filecheck %s --check-prefix=PRECISION
+// PRECISION: forge-opt: error: invalid target 'python{precision=int4}': precision must be one of fp32, fp16, int8, mixed, got 'int4'
+
+// RUN: not forge-opt %s --split-input-file -p forge-pipeline -t "python{weights=inline}" 2>&1 | filecheck %s --check-prefix=WEIGHTS
+// WEIGHTS: forge-opt: error: invalid target 'python{weights=inline}': weights must be one of constants, parameters, got 'inline'
 
 // RUN: not forge-opt %s --split-input-file -p forge-pipeline -t "python{granularity=layer}" 2>&1 | filecheck %s --check-prefix=GRANULARITY
 // GRANULARITY: forge-opt: error: invalid target 'python{granularity=layer}': granularity must be one of segment, op, got 'layer'

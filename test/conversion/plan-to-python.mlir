@@ -5,14 +5,16 @@
 // RUN: forge-opt %s -p forge-pipeline --emit=python | filecheck %s
 // RUN: forge-opt %s -p forge-pipeline -t "python{granularity=op}" | filecheck %s --check-prefix=OP
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=fp16}" | filecheck %s --check-prefix=FP16
+// RUN: forge-opt %s -p forge-pipeline -t "python{precision=int8}" | filecheck %s --check-prefix=INT8
+// RUN: forge-opt %s -p forge-pipeline -t "python{precision=mixed}" | filecheck %s --check-prefix=MIXED
 
 // The GPT-2 attention sample: the split is three StridedSlices, the attention one SDPA
 // node, and the CPU computes the mask first.
 // RUN: forge-opt %samples/gpt2_attention.mlir -p forge-pipeline -t python | filecheck %s --check-prefix=ATTN
 // ATTN:      const_0 = torch.tensor(0.0, dtype=torch.float32)
 // ATTN:      # %q, %k, %v = npu.split @ line 9
-// ATTN:      t7 = strided_slice(f, t3, t4, t5, t6, [0, 0, 0], [0, 0, 0])
-// ATTN:      t22 = f.scaled_dot_product_attention(t17, t19, t21, p3, False)
+// ATTN:      t9 = strided_slice(f, t5, t6, t7, t8, [0, 0, 0], [0, 0, 0])
+// ATTN:      t24 = f.scaled_dot_product_attention(t19, t21, t23, p1, False)
 // ATTN:      # %ctx_c = npu.contiguous @ line 25: no node of its own
 // ATTN-LABEL: def run(hidden, c_attn_weight, c_attn_bias, mask):
 // ATTN-NEXT:   # cpu: %attn_zero = npu.constant
@@ -22,39 +24,49 @@
 // ATTN-NEXT:   # npu: seg0: 16 ops, %flat = npu.view @ line 6 .. %sum = npu.view @ line 30
 // ATTN-NEXT:   (v19,) = seg0(hidden, c_attn_bias, c_attn_weight, v1)
 
-// The program is Python that builds and compiles every graph when run.
+// The program is Python: executed, build(W) compiles every graph with the weights
+// baked in, and run(...) gives each row of the softmax summing to one.
 // RUN: forge-opt %s -p forge-pipeline -t python -o %t.py
-// RUN: python %t.py
+// RUN: python -c "import runpy, torch; ns = runpy.run_path('%t.py'); w = {'fc.weight': torch.randn(16, 8), 'fc.bias': torch.randn(16), 'proj.weight': torch.randn(8, 16)}; ns['build'](w); print(ns['run'](torch.randn(2, 8), *w.values())[0].sum(-1).tolist())" | filecheck %s --check-prefix=EXEC
+// EXEC: [{{1\.0|0\.99999}}{{[0-9]*}}, {{1\.0|0\.99999}}{{[0-9]*}}]
 
-// Two NPU runs around the CPU cumsum: two segments, one CPU callable. Comments name
-// each op and its line in this file (the function below: %c, %y, %s on lines 79-81);
-// ops a pass created (npu.fused_linear) have no line.
-// CHECK:      """Forge plan of @mlp (precision fp32, granularity segment): 3 steps, 2 NNFactory segment(s) of 3 op(s), 1 CPU callable(s), 2 NPU<->CPU transition(s).
+// Two NPU runs around the CPU cumsum: two segments, one CPU callable. Weights are
+// baked into the graphs as constants (the executor's default): each build function
+// takes the weights W by name and converts each as the executor does. Comments name
+// each op and its line in this file (the function at the end: %c, %y, %s), the graph
+// parameter each segment input binds, and the arena buffer of each intermediate; ops
+// a pass created (npu.fused_linear) have no line.
+// CHECK:      """Forge plan of @mlp (precision fp32, granularity segment, weights constants): 3 steps, 2 NNFactory segment(s) of 3 op(s), 1 CPU callable(s), 2 NPU<->CPU transition(s).
 // CHECK:      NNFactory = load_backend().NNFactory
-// CHECK-LABEL: def build_seg0() -> GraphCall:
+// CHECK-LABEL: def build_seg0(W) -> GraphCall:
 // CHECK-NEXT:     f = NNFactory()
 // CHECK-NEXT:     p0 = f.parameter([2, 8], np.float32)  # x
-// CHECK-NEXT:     p1 = f.parameter([16, 8], np.float32)  # fc_weight
-// CHECK-NEXT:     p2 = f.parameter([16], np.float32)  # fc_bias
+// CHECK-NEXT:     (w0,) = weight_arrays(W["fc.weight"], np.float32)
+// CHECK-NEXT:     t0 = f.constant(w0)
+// CHECK-NEXT:     (w1,) = weight_arrays(W["fc.bias"], np.float32)
+// CHECK-NEXT:     t1 = f.constant(w1)
 // CHECK-NEXT:     # %g = npu.fused_linear
-// CHECK-NEXT:     t0 = f.matmul(p0, p1, False, True)
-// CHECK-NEXT:     t1 = f.eltwise_add(t0, p2)
-// CHECK-NEXT:     t2 = f.gelu(t1)
-// CHECK-NEXT:     f.output_nodes = [t2.node]
+// CHECK-NEXT:     t2 = f.matmul(p0, t0, False, True)
+// CHECK-NEXT:     t3 = f.eltwise_add(t2, t1)
+// CHECK-NEXT:     t4 = f.gelu(t3)
+// CHECK-NEXT:     f.output_nodes = [t4.node]
 // CHECK-NEXT:     f.compile()
-// CHECK-NEXT:     return GraphCall(f, inputs=[torch.float32, torch.float32, torch.float32], results=[(True, 0)], dtypes=[torch.float32])
-// CHECK:      seg0 = build_seg0()
-// CHECK-LABEL: def build_seg1() -> GraphCall:
-// CHECK:          # %y = npu.linear @ line 80
-// CHECK-NEXT:     t0 = f.matmul(p0, p1, False, True)
-// CHECK-NEXT:     # %s = npu.softmax @ line 81
-// CHECK-NEXT:     t1 = f.softmax(t0, 1)
+// CHECK-NEXT:     return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, constant=True), GraphInput(np.float32, constant=True)], results=[(True, 0)], dtypes=[torch.float32])
+// CHECK-LABEL: def build_seg1(W) -> GraphCall:
+// CHECK:          # %y = npu.linear @ line [[Y:[0-9]+]]
+// CHECK-NEXT:     t1 = f.matmul(p0, t0, False, True)
+// CHECK-NEXT:     # %s = npu.softmax @ line [[S:[0-9]+]]
+// CHECK-NEXT:     t2 = f.softmax(t1, 1)
+// CHECK-LABEL: def build(W):
+// CHECK:          global seg0, seg1
+// CHECK-NEXT:     seg0 = build_seg0(W)
+// CHECK-NEXT:     seg1 = build_seg1(W)
 // CHECK-LABEL: def run(x, fc_weight, fc_bias, proj_weight):
-// CHECK-NEXT:     # npu: seg0: %g = npu.fused_linear
+// CHECK-NEXT:     # npu: seg0: %g = npu.fused_linear [arena: v0 in buffer 0 @ byte 0]
 // CHECK-NEXT:     (v0,) = seg0(x, fc_weight, fc_bias)
-// CHECK-NEXT:     # cpu: %c = npu.generic "aten.cumsum.default" @ line 79
+// CHECK-NEXT:     # cpu: %c = npu.generic "aten.cumsum.default" @ line {{[0-9]+}} [arena: v1 in buffer 1 @ byte 128]
 // CHECK-NEXT:     v1 = torch.ops.aten.cumsum.default(v0, 1)
-// CHECK-NEXT:     # npu: seg1: 2 ops, %y = npu.linear @ line {{[0-9]+}} .. %s = npu.softmax @ line {{[0-9]+}}
+// CHECK-NEXT:     # npu: seg1: 2 ops, %y = npu.linear @ line [[Y]] .. %s = npu.softmax @ line [[S]]
 // CHECK-NEXT:     (v3,) = seg1(v1, proj_weight)
 // CHECK-NEXT:     return (v3,)
 
@@ -69,15 +81,46 @@
 // OP-NEXT:      # npu: seg2: %s = npu.softmax
 // OP-NEXT:      (v3,) = seg2(v2)
 
-// fp16: the graph's parameters are fp16; the boundary converts back to the IR's f32.
+// fp16: the graph's parameters and constants are fp16; the boundary converts back to
+// the IR's f32.
 // FP16:       p0 = f.parameter([2, 8], np.float16)  # x
-// FP16:       return GraphCall(f, inputs=[torch.float16, torch.float16, torch.float16], results=[(True, 0)], dtypes=[torch.float32])
+// FP16-NEXT:  (w0,) = weight_arrays(W["fc.weight"], np.float16)
+// FP16:       return GraphCall(f, inputs=[GraphInput(np.float16), GraphInput(np.float16, constant=True), GraphInput(np.float16, constant=True)], results=[(True, 0)], dtypes=[torch.float32])
+
+// int8: every linear weight is stored int8 with one scale per output channel, two
+// constants the graph converts and multiplies back (Convert, Multiply, MatMul);
+// activations and the bias stay fp32.
+// INT8:       (precision int8, granularity segment, weights constants)
+// INT8-LABEL: def build_seg0(W) -> GraphCall:
+// INT8-NEXT:    f = NNFactory()
+// INT8-NEXT:    p0 = f.parameter([2, 8], np.float32)  # x
+// INT8-NEXT:    (w0, w1) = weight_arrays(W["fc.weight"], np.float32, "int8", reduce_dim=1)
+// INT8-NEXT:    t0 = f.constant(w0)
+// INT8-NEXT:    t1 = f.constant(w1)
+// INT8-NEXT:    t2 = f.to(t0, np.float32)
+// INT8-NEXT:    t3 = f.eltwise_mul(t2, t1)
+// INT8-NEXT:    (w2,) = weight_arrays(W["fc.bias"], np.float32)
+// INT8-NEXT:    t4 = f.constant(w2)
+// INT8-NEXT:    # %g = npu.fused_linear
+// INT8-NEXT:    t5 = f.matmul(p0, t3, False, True)
+// INT8:         return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "int8", reduce_dim=1, constant=True), GraphInput(np.float32, constant=True)], results=[(True, 0)], dtypes=[torch.float32])
+// INT8-LABEL: def build_seg1(W) -> GraphCall:
+// INT8:         (w0, w1) = weight_arrays(W["proj.weight"], np.float32, "int8", reduce_dim=1)
+
+// mixed: the int8 storage of int8, except where an op's `precision` asks for more
+// (%y's weight is stored fp16 and widened in the graph).
+// MIXED:       (w0, w1) = weight_arrays(W["fc.weight"], np.float32, "int8", reduce_dim=1)
+// MIXED-LABEL: def build_seg1(W) -> GraphCall:
+// MIXED:         (w0,) = weight_arrays(W["proj.weight"], np.float32, "fp16")
+// MIXED-NEXT:    t0 = f.constant(w0)
+// MIXED-NEXT:    t1 = f.to(t0, np.float32)
+// MIXED:         return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16", constant=True)], results=[(True, 0)], dtypes=[torch.float32])
 
 func.func @mlp(%x: tensor<2x8xf32>, %fc.weight: tensor<16x8xf32>, %fc.bias: tensor<16xf32>, %proj.weight: tensor<8x16xf32>) -> tensor<2x8xf32> {
   %h = npu.linear %x, %fc.weight, %fc.bias : (tensor<2x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x16xf32>
   %g = npu.gelu %h {approximate = "tanh"} : tensor<2x16xf32>
   %c = npu.generic "aten.cumsum.default"(%g, 1 : i64) : (tensor<2x16xf32>) -> tensor<2x16xf32>
-  %y = npu.linear %c, %proj.weight : (tensor<2x16xf32>, tensor<8x16xf32>) -> tensor<2x8xf32>
+  %y = npu.linear %c, %proj.weight {precision = "fp16"} : (tensor<2x16xf32>, tensor<8x16xf32>) -> tensor<2x8xf32>
   %s = npu.softmax %y {dim = -1 : i64} : tensor<2x8xf32>
   func.return %s : tensor<2x8xf32>
 }

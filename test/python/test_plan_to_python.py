@@ -5,11 +5,14 @@ arguments; it must give the executor's outputs, segment for segment."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_tiny
+from conftest import TinyModel, load_tiny
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.plan_to_python import plan_to_python
@@ -17,48 +20,109 @@ from forge.executor import CompiledNPUExecutor
 from forge.nnfactory import NNFactoryUnavailable
 from forge.numerics import ordered_inputs
 from forge.pipeline import plan
+from forge.precision import linear_ops
 from forge.reference import entry_function
 from forge.tools.forge_opt import main
 
 SAMPLE = Path(__file__).parents[1] / "samples" / "gpt2_attention.mlir"
 
 
-def run_program(source: str, arguments: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+def run_program(
+    source: str, arguments: list[torch.Tensor], weights: dict[str, torch.Tensor] | None = None
+) -> tuple[torch.Tensor, ...]:
+    """exec the program; `build(weights)` when it bakes weights in, then `run`."""
     namespace: dict[str, object] = {}
     exec(compile(source, "<plan>", "exec"), namespace)
+    if "build" in namespace:
+        namespace["build"](weights)  # type: ignore[operator]
     return namespace["run"](*arguments)  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(
-    ("name", "granularity", "precision"),
-    [
-        ("gpt2", "segment", "fp32"),
-        ("gpt2", "op", "fp32"),
-        ("llama-3.2-1b", "segment", "fp16"),
-    ],
-)
-def test_program_runs_as_the_executor(name: str, granularity: str, precision: str) -> None:
-    tiny = load_tiny(name)
-    module = tiny.fresh_module()
-    plan(module)
+def check_program(
+    tiny: TinyModel, module: ModuleOp, precision: str, granularity: str, weights_as: str
+) -> str:
+    """The printed program, run, gives the executor's outputs bit for bit."""
     program = tiny.program
     executor = CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, granularity
+        module,
+        program.weights,
+        len(program.input_names),
+        precision,
+        granularity,
+        weights_as=weights_as,
     )
-    source = plan_to_python(module, precision, granularity)
+    source = plan_to_python(module, precision, granularity, weights_as)
     assert source.count(" = seg") + source.count("\n    seg") >= len(executor.segments)
     assert f"{len(executor.segments)} NNFactory segment(s)" in source
     assert f"{executor.static_transitions()} NPU<->CPU transition(s)" in source
+    assert f"weights {weights_as})" in source
+    assert ("def build(W):" in source) == (weights_as == "constants")
+    # The comments name the arena buffers the executor writes the intermediates to.
+    assert executor.arena is not None
+    base = executor.arena.data_ptr()
+    offsets = [
+        t.data_ptr() - base for step in executor.steps for t in step.targets if t is not None
+    ]
+    printed = [int(o) for o in re.findall(r" in buffer \d+ @ byte (\d+)", source)]
+    assert offsets and Counter(printed) == Counter(offsets)
 
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     names = [a.name_hint for a in entry_function(module).body.block.args]
     weights = [program.weights[n] for n in names[len(inputs) :]]
     expected = executor(*inputs)
-    got = run_program(source, [*inputs, *weights])
+    got = run_program(source, [*inputs, *weights], program.weights)
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
         assert torch.equal(a, b)
+    return source
+
+
+@pytest.mark.parametrize(
+    ("name", "granularity", "precision", "weights_as"),
+    [
+        ("gpt2", "segment", "fp32", "constants"),
+        ("gpt2", "segment", "fp32", "parameters"),
+        ("gpt2", "op", "fp32", "parameters"),
+        ("llama-3.2-1b", "segment", "fp16", "constants"),
+        ("gpt2", "segment", "int8", "constants"),
+        ("gpt2", "op", "int8", "parameters"),
+    ],
+)
+def test_program_runs_as_the_executor(
+    name: str, granularity: str, precision: str, weights_as: str
+) -> None:
+    tiny = load_tiny(name)
+    module = tiny.fresh_module()
+    plan(module)
+    source = check_program(tiny, module, precision, granularity, weights_as)
+    if weights_as == "constants":
+        # Weights are baked in by name, converted as GraphInput.arrays converts them,
+        # not printed as data.
+        assert 'weight_arrays(W["' in source and "f.constant(unpack_array(" not in source
+    if precision == "int8":
+        # Every linear weight is stored int8 with its scale: two constants, or two
+        # parameters bound by GraphCall as Segment.__call__ binds them.
+        assert '"int8", reduce_dim=' in source
+        if weights_as == "parameters":
+            assert "np.int8)  # " in source and ": scale" in source
+
+
+def test_mixed_follows_the_precision_attributes() -> None:
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    linears = linear_ops(entry_function(module))
+    assert len(linears) >= 3
+    linears[0].attributes["precision"] = StringAttr("fp16")
+    linears[1].attributes["precision"] = StringAttr("fp32")
+    linears[2].attributes["precision"] = StringAttr("int8")
+    for weights_as in ("constants", "parameters"):
+        source = check_program(tiny, module, "mixed", "segment", weights_as)
+        assert '"fp16")' in source and '"int8", reduce_dim=' in source
+        if weights_as == "parameters":
+            assert 'GraphInput(np.float32, "int8", reduce_dim=' in source
+            assert 'GraphInput(np.float32, "fp16")' in source
 
 
 def test_identical_layers_share_one_graph() -> None:
@@ -103,6 +167,28 @@ def test_fallback_group_runs_on_the_cpu() -> None:
     assert torch.equal(run_program(source, [x])[0], executor(x)[0])
 
 
+def test_target_options() -> None:
+    from io import StringIO
+
+    from xdsl.context import Context
+
+    from forge.conversion.plan_to_python import PythonTarget
+
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    out = StringIO()
+    PythonTarget(granularity="op", precision="int8", weights="parameters").emit(
+        Context(), module, out
+    )
+    source = out.getvalue()
+    assert "(precision int8, granularity op, weights parameters)" in source
+    assert "def build(" not in source and "W[" not in source and "np.int8)" in source
+    assert PythonTarget().weights == "constants" and PythonTarget().precision == "fp32"
+    with pytest.raises(ValueError, match="weights must be one of constants, parameters"):
+        PythonTarget(weights="inline")
+
+
 def test_forge_opt_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(SAMPLE), "-p", "forge-pipeline", "--emit", "python"]) == 0
     out = capsys.readouterr().out
@@ -114,7 +200,8 @@ def test_forge_opt_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     ("args", "expected"),
     [
         ([], "'npu.view' op has no 'device'"),
-        (["-p", "forge-pipeline", "-t", "python{precision=int8}"], "precision must be one of"),
+        (["-p", "forge-pipeline", "-t", "python{precision=int4}"], "precision must be one of"),
+        (["-p", "forge-pipeline", "-t", "python{weights=x}"], "weights must be one of"),
         (["-p", "forge-pipeline", "-t", "python{granularity=x}"], "granularity must be one of"),
         (["-p", "forge-pipeline", "-t", "python{"], "invalid target: Expected argument name"),
     ],
