@@ -267,14 +267,18 @@ class Segment:
             results = factory.out
         # The factory reuses its output buffers on the next run: copy them out, except
         # the ones it wrote straight into fresh tensors.
-        return tuple(
-            fresh[i]
-            if computed and i in fresh
-            else _copy_out(torch.from_numpy(results[i]) if computed else tensors[i], dtype, target)
-            for (computed, i), dtype, target in zip(
-                self.graph.sources, self.output_dtypes, targets, strict=True
-            )
-        )
+        outputs = []
+        for (computed, i), dtype, target in zip(
+            self.graph.sources, self.output_dtypes, targets, strict=True
+        ):
+            written = fresh.get(i) if computed else None
+            if written is not None and written.dtype == dtype and target is None:
+                outputs.append(written)
+                continue
+            value = written if written is not None else results[i] if computed else tensors[i]
+            value = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            outputs.append(_copy_out(value, dtype, target))
+        return tuple(outputs)
 
     def _bind_outputs(self, factory: Any, targets: Sequence[torch.Tensor | None]) -> dict:
         """Point each graph result at its destination for this run: a fresh tensor for
