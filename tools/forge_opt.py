@@ -276,7 +276,7 @@ class ForgeOptMain(xDSLOptMain):
             target = PythonTarget.from_spec(spec) if spec is not None else PythonTarget()
         except ValueError as e:
             raise ForgeError(f"invalid target '{self.args.target}': {one_line(str(e))}") from e
-        return plan_to_python(module, target.precision, target.granularity)
+        return plan_to_python(module, target.precision, target.granularity, target.weights)
 
     def run(self) -> None:
         if self.args.list_passes:

@@ -7,6 +7,7 @@
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=fp16}" | filecheck %s --check-prefix=FP16
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=int8}" | filecheck %s --check-prefix=INT8
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=mixed}" | filecheck %s --check-prefix=MIXED
+// RUN: forge-opt %s -p forge-pipeline -t "python{weights=parameters}" | filecheck %s --check-prefix=PARAMS
 
 // The GPT-2 attention sample: the split is three StridedSlices, the attention one SDPA
 // node, and the CPU computes the mask first.
@@ -124,3 +125,8 @@ func.func @mlp(%x: tensor<2x8xf32>, %fc.weight: tensor<16x8xf32>, %fc.bias: tens
   %s = npu.softmax %y {dim = -1 : i64} : tensor<2x8xf32>
   func.return %s : tensor<2x8xf32>
 }
+
+// PARAMS: weights parameters
+// PARAMS: def build_seg0() -> GraphCall:
+// PARAMS: f.parameter([16, 8], np.float32)  # fc_weight
+// PARAMS: seg0 = build_seg0()
