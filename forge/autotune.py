@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,10 +307,13 @@ def sweep(
     model: CostModel | None = None,
     num_inputs: int | None = None,
     consume: bool = False,
+    mixed: Mapping[str, str] | None = None,
 ) -> AutotuneReport:
     """Score every configuration (default: `grid(full)`) on `module`'s entry function;
     the default configuration is always scored. `module` is left as it was unless
-    `consume` (then the sweep rewrites it instead of a copy)."""
+    `consume` (then the sweep rewrites it instead of a copy). `mixed` (weight name ->
+    fp16/int8, from `mixed_assignment`) prices precision=mixed as the executor will run
+    it; without it, mixed uses the cost model's stand-in."""
     from forge.pipeline import make_context
 
     model = model or CostModel.current()
@@ -332,9 +335,15 @@ def sweep(
             num_inputs = infer_num_inputs(entry(module))
         search = _Search(make_context())
         built = search.explore(module if consume else module.clone(), structures, num_inputs)
+        assigned: dict[tuple[float, str, int], Structure] = {}
         scored = {}
         for c in everything:
-            f = built[c.structure].at(c.precision)
+            structure = built[c.structure]
+            if c.precision == "mixed" and mixed is not None:
+                if c.structure not in assigned:
+                    assigned[c.structure] = structure.assigned(mixed)
+                structure = assigned[c.structure]
+            f = structure.at(c.precision)
             scored[c] = Trial(c, f, model.score(f))
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu_start
@@ -343,6 +352,8 @@ def sweep(
             gc.enable()
     trials = [scored[c] for c in wanted]
     best = min(trials, key=_rank_key(trials))
+    if best.config.precision == "mixed" and mixed is not None:
+        unfused = unfused.assigned(mixed)
     return AutotuneReport(
         trials,
         scored[DEFAULT],
@@ -353,6 +364,70 @@ def sweep(
         search.stats,
         model,
     )
+
+
+# ------------------------------------------------------------ mixed precision
+
+
+def mixed_assignment(
+    module: ModuleOp, weights: Mapping[str, Any], inputs: Sequence[Any]
+) -> tuple[dict[str, str], str]:
+    """The measured per-layer assignment of precision=mixed (`forge.precision`: the most
+    int8-sensitive linears stay fp16), as weight name -> fp16/int8, and a one-line note.
+
+    Measured once per model, on a copy of the imported graph: Phase 2 keeps each linear's
+    weight argument and input activation, so every configuration's graph gets the same
+    assignment (`apply_assignment`). A weight several linears read takes the most
+    precise decision, as the executor does."""
+    from forge.precision import assign_mixed_precision
+
+    report = assign_mixed_precision(module.clone(), weights, inputs)
+    kept = set(report.fp16)
+    assignment: dict[str, str] = {}
+    for layer in report.layers:
+        choice = "fp16" if layer.index in kept else "int8"
+        if assignment.get(layer.weight) != "fp16":
+            assignment[layer.weight] = choice
+    note = (
+        f"mixed precision: measured int8 sensitivity keeps {len(report.fp16)} of "
+        f"{len(report.layers)} linear layers fp16"
+    )
+    return assignment, note
+
+
+def apply_assignment(module: ModuleOp, assignment: Mapping[str, str]) -> int:
+    """Write `assignment` as `precision` attributes on the linear ops of `module` (any
+    configuration's graph) that read one of its weights; returns how many ops."""
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.ir import BlockArgument
+
+    from forge.conversion.nnfactory_graph import LINEAR_OPS
+
+    marked = 0
+    for op in module.walk():
+        if not isinstance(op, LINEAR_OPS):
+            continue
+        weight = op.weight
+        if not isinstance(weight, BlockArgument) or weight.name_hint not in assignment:
+            continue
+        op.attributes["precision"] = StringAttr(assignment[weight.name_hint])
+        marked += 1
+    return marked
+
+
+def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
+    """`mixed_assignment` of a loaded `forge.ablate.Program`, or None (and why) when its
+    weights are on the meta device and cannot be measured."""
+    from forge.numerics import ordered_inputs
+    from forge.reference import entry_function
+
+    if any(getattr(w, "is_meta", False) for w in program.weights.values()):
+        return None, "mixed precision: meta-device weights, priced with the stand-in assignment"
+    loaded = program.loaded
+    args = entry_function(program.module).body.block.args[: program.num_inputs]
+    names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
+    inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, names)
+    return mixed_assignment(program.module, program.weights, inputs)
 
 
 def _validate(c: Config) -> None:
@@ -376,8 +451,15 @@ def main(ns: Any) -> int:
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
         program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
+        mixed, note = program_assignment(program)
+        print(note)
         report = sweep(
-            program.module, full=ns.full, model=model, num_inputs=program.num_inputs, consume=True
+            program.module,
+            full=ns.full,
+            model=model,
+            num_inputs=program.num_inputs,
+            consume=True,
+            mixed=mixed,
         )
         s = report.stats
         axes = (

@@ -152,6 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--all", action="store_true", help="print every configuration")
     tune.add_argument("--cost-model", help="weights JSON (default: calibrated, else unit)")
 
+    cal = sub.add_parser("calibrate", help="fit the cost model to latencies measured here")
+    cal.add_argument("--points", type=int, default=144, help="(model, config) points to time")
+    cal.add_argument("--models", help="comma-separated built-in models (default: all six, tiny)")
+    cal.add_argument("--seqs", default="32,64,128", help="sequence lengths (default 32,64,128)")
+    cal.add_argument("--depths", default="1,4", help="layer multipliers of the tiny models")
+    cal.add_argument("--full", action="store_true", help="also full-size gpt2")
+    cal.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    cal.add_argument("--runs", type=int, default=5, help="calls per point per round")
+    cal.add_argument("--holdout", type=float, default=0.3, help="held-out configurations")
+    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("-o", "--output", help="weights JSON (default $FORGE_COST_MODEL or ~/.cache)")
+    cal.add_argument("--no-save", action="store_true", help="report only")
+
     sub.add_parser("doctor", help="build, compile and run a real NNFactory graph here")
     return parser
 
@@ -499,6 +512,7 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "ablate": lambda ns: __import__("forge.ablate", fromlist=["main"]).main(ns),
     "autotune": lambda ns: __import__("forge.autotune", fromlist=["main"]).main(ns),
+    "calibrate": lambda ns: __import__("forge.calibrate", fromlist=["main"]).main(ns),
 }
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from xdsl.dialects import func
@@ -99,13 +99,17 @@ class Param:
         return self.numel * STORAGE_BYTES[storage]
 
     def storage(self, precision: str, annotated: bool) -> str:
-        """fp32/fp16 store every float param at that width; int8 and mixed quantize
-        linear weights only (per-op `precision` attributes win), the rest is fp16."""
+        """fp32/fp16 store every float param at that width; int8 quantizes every linear
+        weight; mixed follows the per-op `precision` attributes (unannotated linear
+        weights are int8, as in the executor), or the stand-in when no op has one. Other
+        float params are fp16."""
         if precision in ("fp32", "fp16") or not self.channels:
             return "fp32" if precision == "fp32" else "fp16"
+        if precision == "int8":
+            return "int8"
         if self.requested is not None:
             return self.requested
-        if precision == "mixed" and not annotated and self.keep_fp16:
+        if not annotated and self.keep_fp16:
             return "fp16"
         return "int8"
 
@@ -124,10 +128,12 @@ def _requested(users: list[Operation]) -> str | None:
 
 
 def mixed_keeps_fp16(value: SSAValue, users: list[Operation]) -> bool:
-    """The stand-in per-layer assignment of `mixed` before calibration exists: keep in
-    fp16 the layers quantization hurts most, the embedding table (a weight also read by
-    a non-linear op, e.g. GPT-2's tied wte) and the LM head (a linear whose result is a
-    function result); every other linear weight is int8."""
+    """The fallback per-layer assignment of `mixed`, used only when no op carries a
+    `precision` attribute and no measured assignment is given (`Structure.assigned`;
+    e.g. weights on the meta device, which cannot be measured): keep in fp16 the
+    embedding table (a weight also read by a non-linear op, e.g. GPT-2's tied wte) and
+    the LM head (a linear whose result is a function result); every other linear weight
+    is int8."""
     if any(not isinstance(u.operation, WEIGHT_OPS) for u in value.uses):
         return True
     for op in users:
@@ -203,6 +209,16 @@ class Structure:
         if precision not in PRECISIONS:
             raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
         return sum(p.bytes_at(precision, self.annotated) for p in self.params)
+
+    def assigned(self, assignment: Mapping[str, str]) -> Structure:
+        """This graph as if its linear ops carried the per-weight `precision` attributes
+        of `assignment` (weight name -> fp16/int8, e.g. `forge.autotune.mixed_assignment`):
+        how `mixed` is priced without writing the attributes into the IR."""
+        params = tuple(
+            replace(p, requested=assignment[p.name]) if p.channels and p.name in assignment else p
+            for p in self.params
+        )
+        return replace(self, params=params, annotated=True)
 
     def at(self, precision: str) -> Features:
         return Features(
@@ -320,14 +336,22 @@ class CostModel:
     s_params: float = 1.0
     """Per MiB."""
     source: str = "uncalibrated (unit weights)"
+    path: str = field(default="", compare=False)
+    """The file it was loaded from ("" for the default); not saved."""
 
     @classmethod
     def default(cls) -> CostModel:
         return cls()
 
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.path)
+
     def describe(self) -> str:
-        w = ", ".join(f"w{i}={v:g}" for i, v in enumerate(self.weights, 1))
-        return f"{self.source} ({w}; s_params in MiB)"
+        """Which model this is (the file it came from, or uncalibrated) and its weights."""
+        w = ", ".join(f"w{i}={v:.4g}" for i, v in enumerate(self.weights, 1))
+        where = f"{self.path}: {self.source}" if self.path else self.source
+        return f"{where} ({w}; s_params in MiB)"
 
     @property
     def weights(self) -> tuple[float, ...]:
@@ -357,7 +381,8 @@ class CostModel:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         target = Path(path) if path is not None else default_path()
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        data = {k: v for k, v in asdict(self).items() if k != "path"}
+        target.write_text(json.dumps(data, indent=2) + "\n")
         return target
 
     @classmethod
@@ -369,11 +394,11 @@ class CostModel:
             raise ForgeError(f"{source}: cannot read the cost model: {e.strerror}") from e
         except json.JSONDecodeError as e:
             raise ForgeError(f"{source}: not a JSON cost model: {e.msg}") from e
-        return cls.from_dict(data, str(source))
+        return replace(cls.from_dict(data, str(source)), path=str(source))
 
     @classmethod
     def from_dict(cls, data: object, where: str = "cost model") -> CostModel:
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"path"}
         if not isinstance(data, Mapping):
             raise ForgeError(f"{where}: expected a JSON object of weights")
         unknown = sorted(set(data) - known)

@@ -130,12 +130,26 @@ def test_mixed_keeps_the_lm_head_in_fp16() -> None:
     assert structure.param_bytes("int8") == 16 * 8 + 16 * 2 + 16 * 2
 
 
-def test_precision_attributes_override_int8() -> None:
+def test_precision_attributes_price_mixed_only() -> None:
+    """As in the executor: mixed follows per-op attributes, int8 quantizes every linear."""
     text = FUSED.replace('{activation = "relu"}', '{activation = "relu", precision = "fp16"}')
     structure = analyze(parse_module(text), num_inputs=1)
     assert structure.annotated
-    assert structure.param_bytes("int8") == (16 * 8 + 16) * 2
-    assert structure.param_bytes("fp32") == (16 * 8 + 16) * 4  # attributes: int8/mixed only
+    assert structure.param_bytes("mixed") == (16 * 8 + 16) * 2
+    assert structure.param_bytes("int8") == 16 * 8 + 16 * 2 + 16 * 2
+    assert structure.param_bytes("fp32") == (16 * 8 + 16) * 4
+    int8 = analyze(parse_module(text.replace('"fp16"', '"int8"')), num_inputs=1)
+    assert int8.param_bytes("mixed") == 16 * 8 + 16 * 2 + 16 * 2  # not the stand-in
+
+
+def test_an_assignment_prices_mixed_like_attributes() -> None:
+    """`Structure.assigned` (autotune's measured assignment) replaces the stand-in."""
+    structure = analyze(parse_module(FUSED), num_inputs=1)
+    assert structure.param_bytes("mixed") == (16 * 8 + 16) * 2  # stand-in: LM head fp16
+    int8 = structure.assigned({"l.weight": "int8"})
+    assert int8.param_bytes("mixed") == 16 * 8 + 16 * 2 + 16 * 2
+    assert int8.param_bytes("fp16") == structure.param_bytes("fp16")
+    assert structure.assigned({}).param_bytes("mixed") == int8.param_bytes("mixed")
 
 
 def test_integer_parameters_keep_their_width() -> None:
