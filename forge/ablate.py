@@ -22,7 +22,7 @@ measured mean latency through `CompiledNPUExecutor`, the speedup over eager and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,9 +105,16 @@ class AblationReport:
 
 
 def run_variant(
-    module: ModuleOp, num_inputs: int, removed: str | None, model: CostModel, precision: str
+    module: ModuleOp,
+    num_inputs: int,
+    removed: str | None,
+    model: CostModel,
+    precision: str,
+    mixed: Mapping[str, str] | None = None,
 ) -> Row:
-    """The default pipeline without `removed`, in place on `module`."""
+    """The default pipeline without `removed`, in place on `module`; under precision
+    mixed, `mixed` (`forge.autotune.mixed_assignment`) is written as per-op attributes,
+    so the score and the executor see the measured assignment."""
     from forge.transforms.npu_assign_vregs import assign_vregs
     from forge.transforms.npu_linear_scan import alias_classes, allocate
     from forge.transforms.npu_liveness import annotate_liveness
@@ -131,6 +138,10 @@ def run_variant(
     else:
         buffers = len(alias_classes(liveness))
     seconds = time.perf_counter() - start
+    if precision == "mixed" and mixed is not None:
+        from forge.autotune import apply_assignment
+
+        apply_assignment(module, mixed)
     features = analyze(function, num_inputs).at(precision)
     return Row(
         removed,
@@ -153,6 +164,7 @@ def ablate(
     measure: Callable[[ModuleOp], tuple[float, float]] | None = None,
     eager_ms: float | None = None,
     import_seconds: float = 0.0,
+    mixed: Mapping[str, str] | None = None,
 ) -> AblationReport:
     """The full pipeline and each of `passes` removed, each on a copy of `module`.
 
@@ -165,12 +177,15 @@ def ablate(
     if unknown:
         raise ForgeError(f"cannot ablate {', '.join(unknown)} (ablatable: {', '.join(ABLATIONS)})")
     model = model or CostModel.current()
-    unfused = analyze(module, num_inputs).at(precision)
+    imported = analyze(module, num_inputs)
+    if precision == "mixed" and mixed is not None:
+        imported = imported.assigned(mixed)
+    unfused = imported.at(precision)
     phase2_passes(1.0, "auto")  # import the passes now, not inside the first row's time
     rows = []
     for removed in (None, *passes):
         variant = module.clone()
-        row = run_variant(variant, num_inputs, removed, model, precision)
+        row = run_variant(variant, num_inputs, removed, model, precision, mixed)
         if measure is not None:
             row.latency_ms, build_seconds = measure(variant)
             if eager_ms is not None:
@@ -270,6 +285,12 @@ def main(ns: Any) -> int:
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
         program = load_program(reference, ns.tiny, ns.seq, ns.latency)
+        mixed = None
+        if ns.precision == "mixed":
+            from forge.autotune import program_assignment
+
+            mixed, note = program_assignment(program)
+            print(note)
         measure = eager = None
         if ns.latency:
             eager = _eager_ms(program.loaded, ns.runs)
@@ -284,6 +305,7 @@ def main(ns: Any) -> int:
             measure,
             eager,
             program.seconds,
+            mixed,
         )
         print(report.format(), flush=True)
     return 0

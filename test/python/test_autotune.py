@@ -96,3 +96,29 @@ def test_cli_prints_sweep_time_best_and_gain(capsys: pytest.CaptureFixture[str])
     assert "gain over default" in out
     assert main(["autotune", "gpt2", "--tiny", "--seq", "16", "--full", "--top", "1"]) == 0
     assert "135 configurations" in capsys.readouterr().out
+
+
+def test_mixed_is_priced_from_the_measured_assignment() -> None:
+    """pi = mixed uses the per-layer sensitivity assignment, measured once per model; it
+    prices like the same attributes written into the planned graph."""
+    from forge.autotune import apply_assignment, mixed_assignment
+    from forge.numerics import ordered_inputs
+
+    tiny = load_tiny("gpt2")
+    program = tiny.program
+    n = len(program.input_names)
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
+    assignment, note = mixed_assignment(program.module, program.weights, inputs)
+    assert set(assignment.values()) == {"fp16", "int8"}
+    assert "linear layers fp16" in note
+    configs = [Config(precision=p) for p in ("fp16", "int8", "mixed")]
+    measured = sweep(program.module, configs, num_inputs=n, mixed=assignment)
+    fp16, int8, mixed = (t.features.s_params for t in measured.trials)
+    assert int8 < mixed < fp16
+    module = tiny.fresh_module()
+    optimize(module)
+    assert apply_assignment(module, assignment) >= len(assignment)
+    assert analyze(module, n).at("mixed") == measured.trials[2].features
+    every = {name: "fp16" for name in assignment}
+    all_fp16 = sweep(program.module, configs, num_inputs=n, mixed=every)
+    assert all_fp16.trials[2].features.s_params == fp16
