@@ -23,7 +23,7 @@ import importlib
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
@@ -156,6 +156,8 @@ class CompiledGraph:
     inputs: tuple[GraphInput, ...]
     sources: tuple[tuple[bool, int], ...]
     """Per segment output: (from a graph result?, index of the result or the input)."""
+    keepalive: list[np.ndarray] = field(default_factory=list)
+    """Arrays the graph's constants share memory with (see `GraphBuilder.weight`)."""
 
 
 @dataclass
@@ -185,6 +187,19 @@ def _bindings() -> Any:
 def _run_graph(factory: Any) -> None:
     """`NNFactory.run` binds input 0 unconditionally; segments may have no inputs."""
     _bindings().lib.run(factory._mm)
+
+
+@cache
+def _constant_shared() -> Any:
+    """The backend's `constant_shared` (added by scripts/build_nnfactory.sh): a Constant
+    over the caller's memory instead of a copy; None on a build without it."""
+    bindings = _bindings()
+    fn = getattr(bindings.lib, "constant_shared", None)
+    if fn is None:
+        return None
+    fn.argtypes = bindings.lib.constant.argtypes
+    fn.restype = bindings.handler
+    return fn
 
 
 @cache
@@ -419,7 +434,11 @@ def _compile(
     """Build and compile the graph; the time covers both (what a cache hit saves)."""
     start = time.perf_counter()
     factory = load_backend().NNFactory()
-    builder = GraphBuilder(trace.wrap(factory) if trace is not None else factory, float_dtype)
+    builder = GraphBuilder(
+        trace.wrap(factory) if trace is not None else factory,
+        float_dtype,
+        share_weights=trace is None,  # a traced build prints `constant`, which copies
+    )
     for v, spec in zip(inputs, specs, strict=True):
         builder.add_parameter(v, spec, (constants or {}).get(v))
     for op in ops:
@@ -440,11 +459,15 @@ def _compile(
         else:
             sources.append((True, results.setdefault(address, len(results))))
     if not results:
-        return CompiledGraph(None, time.perf_counter() - start, tuple(specs), tuple(sources))
+        return CompiledGraph(
+            None, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
+        )
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
     builder.factory.output_nodes = [nodes[address] for address in results]
     builder.factory.compile()
-    return CompiledGraph(factory, time.perf_counter() - start, tuple(specs), tuple(sources))
+    return CompiledGraph(
+        factory, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
+    )
 
 
 def _address(node: Node) -> int:
@@ -509,10 +532,12 @@ class GraphBuilder:
     types only matter at the segment boundary, where `Segment.__call__` converts.
     """
 
-    def __init__(self, factory: Any, float_dtype: type[np.floating]):
+    def __init__(self, factory: Any, float_dtype: type[np.floating], share_weights: bool = False):
         self.factory = factory
         self.float_dtype = float_dtype
         self.values: dict[SSAValue, Node] = {}
+        self.share_weights = share_weights
+        self.keepalive: list[np.ndarray] = []
 
     # -- values
 
@@ -527,7 +552,7 @@ class GraphBuilder:
         shape = _shape(value)
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
-            stored = [self.factory.constant(array) for array in spec.arrays(tensor)]
+            stored = [self.weight(array) for array in spec.arrays(tensor)]
         elif spec.storage == "int8":
             scale_shape = [1 if d == spec.reduce_dim else n for d, n in enumerate(shape)]
             stored = [
@@ -547,6 +572,20 @@ class GraphBuilder:
 
     def node(self, value: SSAValue) -> Node:
         return self.values[value]
+
+    def weight(self, array: np.ndarray) -> Node:
+        """A weight baked in as a constant. Shared with `array` when the backend can
+        (OpenVINO packs it into its kernels' layout at compile time anyway): copying
+        GPT-2's 500 MB first cost about a third of a second per compile."""
+        shared = _constant_shared() if self.share_weights else None
+        if shared is None:
+            return self.factory.constant(array)
+        array = np.ascontiguousarray(array)
+        self.keepalive.append(array)
+        shape = np.array(array.shape, dtype=np.uint32)
+        dtype = self.factory.get_backend_dtype(array.dtype)
+        node = shared(self.factory._mm, shape.size, shape, dtype, array.ctypes.data)
+        return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(self.factory, node)
 
     def constant(self, data: Any, dtype: np.dtype | type | None = None) -> Node:
         return self.factory.constant(np.asarray(data, dtype=dtype or self.float_dtype))

@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=2  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=3  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -59,6 +59,39 @@ new = ("ov::hint::performance_mode(std::getenv(\"NNFACTORY_PERFORMANCE_MODE\") &
 assert old in src, "inference.h changed upstream; update the performance-mode patch"
 src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
 open(path, "w").write(src)
+PYEOF
+
+# A third patch adds `constant_shared`: a Constant over the caller's memory
+# (ov::op::v0::Constant(const ov::Tensor&) shares it). Upstream's `constant` copies,
+# so baking GPT-2's 500 MB of weights into a graph cost one copy before OpenVINO's own
+# packing. Forge keeps the arrays alive as long as the compiled graph.
+"$PY" - "$SDIST/include/intel_npu_acceleration_library/nn_factory.h" "$SDIST/src/bindings.cpp" <<'PYEOF'
+import sys
+header, bindings = sys.argv[1], sys.argv[2]
+src = open(header).read()
+anchor = "    ov::op::Op* constant(ov::element::Type_t dtype, std::vector<size_t> shape, const void* dst) {"
+assert anchor in src, "nn_factory.h changed upstream; update the constant_shared patch"
+method = (
+    "    ov::op::Op* constant_shared(ov::element::Type_t dtype, std::vector<size_t> shape, void* dst) {\n"
+    "        auto constant = std::make_shared<ov::opset1::Constant>(ov::Tensor(dtype, ov::Shape(shape), dst));\n"
+    "        operations.push_back(constant);\n"
+    "        return constant.get();\n"
+    "    }\n\n"
+)
+open(header, "w").write(src.replace(anchor, method + anchor))
+src = open(bindings).read()
+anchor = "intel_npu_acceleration_library_DLL_API ov::op::Op* matmul("
+assert anchor in src, "bindings.cpp changed upstream; update the constant_shared patch"
+function = (
+    "intel_npu_acceleration_library_DLL_API ov::op::Op* constant_shared("
+    "intel_npu_acceleration_library::ModelFactory* factory, size_t size, unsigned int* data, "
+    "char* dtype, void* dst) {\n"
+    "    ov::element::Type_t ov_dtype = intel_npu_acceleration_library::dtype_from_string(std::string(dtype));\n"
+    "    std::vector<size_t> shape(data, data + size);\n"
+    "    return factory->constant_shared(ov_dtype, shape, dst);\n"
+    "}\n\n"
+)
+open(bindings, "w").write(src.replace(anchor, function + anchor, 1))
 PYEOF
 
 # FetchContent expects an OpenVINO release archive layout.
