@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=3  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=4  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -36,7 +36,7 @@ rm -rf "$SDIST" "$OVWHEEL" "$OVROOT" "$BUILD/cmake" "$BUILD/lib"
 tar -xzf "$BUILD/dl/intel_npu_acceleration_library-$NPU_VERSION.tar.gz" -C "$BUILD"
 "$PY" -m zipfile -e "$(ls "$BUILD"/dl/openvino-"$OV_VERSION"-*.whl | head -n1)" "$OVWHEEL"
 
-# Two patches to upstream's inference.h. It sets OpenVINO's model cache to "./cache",
+# Three patches to upstream's inference.h. It sets OpenVINO's model cache to "./cache",
 # writing blobs into whatever the working directory is: make it opt-in
 # (NNFACTORY_CACHE_DIR=<dir>). And see the performance-mode note below.
 INFERENCE_H=$SDIST/include/intel_npu_acceleration_library/inference.h
@@ -58,6 +58,17 @@ new = ("ov::hint::performance_mode(std::getenv(\"NNFACTORY_PERFORMANCE_MODE\") &
        "ov::hint::PerformanceMode::THROUGHPUT : ov::hint::PerformanceMode::LATENCY)")
 assert old in src, "inference.h changed upstream; update the performance-mode patch"
 src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
+# OpenVINO's CPU plugin quantizes activations on the fly (groups of 32) for matmuls with
+# int8 weights: faster, but no longer the weight-only int8 Forge promises. Off unless
+# NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE asks for it (Forge's int8 "dynamic" mode).
+old = "        // Compile model\n        compiled_model = core.compile_model(model, device);"
+new = ("        if (device == \"CPU\") {\n"
+       "            const char* group = std::getenv(\"NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE\");\n"
+       "            core.set_property(device, ov::hint::dynamic_quantization_group_size("
+       "group ? std::strtoull(group, nullptr, 10) : 0));\n"
+       "        }\n" + old)
+assert old in src, "inference.h changed upstream; update the dynamic-quantization patch"
+src = src.replace(old, new)
 open(path, "w").write(src)
 PYEOF
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import pytest
 import torch
 from conftest import load_tiny
@@ -21,6 +22,7 @@ from forge.conversion.nnfactory_graph import (
     NoNpuLowering,
     Segment,
     build_segment,
+    quantize_int8,
     segment_boundary,
 )
 from forge.numerics import compare
@@ -522,3 +524,33 @@ def test_transposed_b_folds_into_matmul(tmp_path) -> None:
     xml = path.read_text()
     assert 'type="Transpose"' not in xml
     assert 'transpose_b="true"' in xml
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
+    """Weights baked in as constants share memory with arrays the graph keeps alive:
+    dropping every reference the caller had, and churning the allocator, changes
+    nothing."""
+    import gc
+
+    text = fn(
+        "%x: tensor<4x8xf32>, %w: tensor<16x8xf32>",
+        "tensor<4x16xf32>",
+        "%0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>\n"
+        "func.return %0 : tensor<4x16xf32>",
+    )
+    function = entry_function(parse_module(text))
+    _, w = function.body.block.args
+    weight = torch.randn(16, 8, generator=torch.Generator().manual_seed(3))
+    probe = torch.randn(4, 8, generator=torch.Generator().manual_seed(4))
+    reference = weight
+    if precision == "int8":
+        q, scale = quantize_int8(weight, 1, np.dtype(np.float32))
+        reference = torch.from_numpy(q).float() * torch.from_numpy(scale)
+    expected = probe @ reference.T
+    segment = build_segment(body_ops(function), precision, constants={w: weight.clone()})
+    assert segment.graph is not None and segment.graph.keepalive
+    gc.collect()
+    _ = [torch.full((16, 8), 7.0) for _ in range(64)]  # reuse freed memory if any
+    (actual,) = segment(probe, weight)
+    assert float((actual - expected).abs().max()) <= 1e-4
