@@ -6,6 +6,9 @@
   forge-opt never finished. The same pattern with possessive quantifiers (Python 3.11)
   matches the same strings and fails in linear time, so the parser reports the
   unterminated literal as usual.
+* `IntegerType` accepts any bitwidth, and verifying a value of `i9999999999` builds
+  2**9999999999 (fuzz-ir found that hang too). MLIR limits integer types to 16777215
+  bits; the verifier now says so.
 """
 
 from __future__ import annotations
@@ -15,7 +18,25 @@ import re
 STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+"')
 
 
+MAX_INTEGER_WIDTH = (1 << 24) - 1
+"""MLIR's limit on integer bitwidths."""
+
+
 def apply() -> None:
+    from xdsl.dialects.builtin import IntegerType
+    from xdsl.utils.exceptions import VerifyException
     from xdsl.utils.mlir_lexer import MLIRLexer
 
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
+
+    verify_width = IntegerType.verify
+
+    def verify(self: IntegerType) -> None:
+        if self.width.data > MAX_INTEGER_WIDTH:
+            raise VerifyException(
+                f"integer bitwidth is limited to {MAX_INTEGER_WIDTH} bits "
+                f"(got {self.width.data})"
+            )
+        verify_width(self)
+
+    IntegerType.verify = verify  # type: ignore[method-assign]

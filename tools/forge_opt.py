@@ -25,6 +25,7 @@ from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
     PassFailedException,
+    VerifyException,
 )
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -40,7 +41,12 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:
+            # An attribute or type that fails its verifier while the op is parsed (such
+            # as `i9999999999`): point at the op, as any other parse error does.
+            raise ParseError(start, one_line(str(e))) from e
         if isinstance(op.location, UnknownLoc):
             where = start.get_location()
             op.location = FileLineColLoc(
