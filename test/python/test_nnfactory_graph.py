@@ -554,3 +554,22 @@ def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
     _ = [torch.full((16, 8), 7.0) for _ in range(64)]  # reuse freed memory if any
     (actual,) = segment(probe, weight)
     assert float((actual - expected).abs().max()) <= 1e-4
+
+
+def test_result_pool_reuses_only_what_nobody_holds() -> None:
+    from forge.conversion.nnfactory_graph import ResultPool
+
+    pool = ResultPool()
+    first = pool.take(0, (4,), torch.float32)
+    assert pool.take(0, (4,), torch.float32) is not first  # the caller still holds it
+    del first
+    released = pool.take(0, (4,), torch.float32)
+    address = released.data_ptr()
+    del released
+    reused = pool.take(0, (4,), torch.float32)
+    assert reused.data_ptr() == address
+    view = reused[:2]
+    del reused
+    assert pool.take(0, (4,), torch.float32).data_ptr() != address  # a view holds it
+    assert view.shape == (2,)
+    assert pool.take(0, (8,), torch.float32).shape == (8,)
