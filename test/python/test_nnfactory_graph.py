@@ -573,3 +573,21 @@ def test_result_pool_reuses_only_what_nobody_holds() -> None:
     assert pool.take(0, (4,), torch.float32).data_ptr() != address  # a view holds it
     assert view.shape == (2,)
     assert pool.take(0, (8,), torch.float32).shape == (8,)
+
+
+@pytest.mark.parametrize("shape", ["1x4x4x2", "1x4x4x8", "1x4x8x2"])
+def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
+    """OpenVINO 2024.4 fuses this Transpose into its SDPA kernel and computes garbage
+    when heads == sequence length (found by forge fuzz-models); the lowering composes
+    attention from MatMul/Softmax in that case."""
+    t = T(shape)
+    text = fn(
+        f"%q: {t}, %k: {t}, %v: {t}",
+        t if shape != "1x4x8x2" else T("1x8x4x2"),
+        f"%0 = npu.sdpa %q, %k, %v : ({t}, {t}, {t}) -> {t}\n"
+        f"%1 = npu.transpose %0 {{dim0 = 1 : i64, dim1 = 2 : i64}} : {t} -> "
+        f"{t if shape != '1x4x8x2' else T('1x8x4x2')}\n"
+        f"func.return %1 : {t if shape != '1x4x8x2' else T('1x8x4x2')}",
+    )
+    error, _ = lower_and_compare(text)
+    assert error <= 1e-5
