@@ -18,12 +18,14 @@ transformer) compile once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import math
+import os
 import sys
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -440,6 +442,7 @@ def _cache_key(
         where.update({r: (j, k) for k, r in enumerate(op.results)})
     return (
         precision,
+        os.environ.get("NNFACTORY_SNIPPETS_MODE"),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -470,6 +473,50 @@ def _compile(
 ) -> CompiledGraph:
     """Build and compile the graph; the time covers both (what a cache hit saves)."""
     start = time.perf_counter()
+    with _snippets_mode(snippets_mode(ops)):
+        return _build_and_compile(ops, inputs, outputs, float_dtype, specs, trace, constants, start)
+
+
+def snippets_mode(ops: Sequence[Operation]) -> str:
+    """`DISABLE` for graphs with attention whose heads and sequence dims are equal, else
+    `ENABLE`. OpenVINO 2024.4's CPU snippets fuse MatMul-Softmax-MatMul(-Transpose)
+    into one MHA kernel that computes garbage when those dims are equal (found by
+    `forge fuzz-models`; test_nnfactory_graph has the cases). Without snippets the
+    plugin runs the same graph correctly, and compiles it faster, for ~2% latency."""
+    for op in ops:
+        if not isinstance(op, npu.SDPAOp | npu.MatmulOp):
+            continue
+        for value in [*op.operands, *op.results]:
+            shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
+            if len(shape) >= 4 and shape[-3] == shape[-2]:
+                return "DISABLE"
+    return "ENABLE"
+
+
+@contextlib.contextmanager
+def _snippets_mode(mode: str) -> Iterator[None]:
+    """Tell the NNFactory build which snippets mode to compile with (it reads
+    NNFACTORY_SNIPPETS_MODE at every compile); a value the user set wins."""
+    if "NNFACTORY_SNIPPETS_MODE" in os.environ:
+        yield
+        return
+    os.environ["NNFACTORY_SNIPPETS_MODE"] = mode
+    try:
+        yield
+    finally:
+        del os.environ["NNFACTORY_SNIPPETS_MODE"]
+
+
+def _build_and_compile(
+    ops: Sequence[Operation],
+    inputs: list[SSAValue],
+    outputs: list[SSAValue],
+    float_dtype: type[np.floating],
+    specs: list[GraphInput],
+    trace: GraphTrace | None,
+    constants: Mapping[SSAValue, torch.Tensor] | None,
+    start: float,
+) -> CompiledGraph:
     factory = load_backend().NNFactory()
     builder = GraphBuilder(
         trace.wrap(factory) if trace is not None else factory,
@@ -828,11 +875,6 @@ def lower_sdpa(b: GraphBuilder, op: npu.SDPAOp) -> Node:
     if len(q) >= 3 and q[-3] != k[-3]:
         return _composed_attention(b, op, scale, causal)
     if op.mask is not None and causal:  # OpenVINO ignores the mask then; ATen adds both
-        return _composed_attention(b, op, scale, causal)
-    if len(q) >= 3 and q[-3] == q[-2]:
-        # OpenVINO 2024.4's CPU plugin folds a following heads<->sequence Transpose into
-        # its SDPA kernel and gets it wrong when the two dims are equal (found by
-        # `forge fuzz-models`; test_nnfactory_graph has the case).
         return _composed_attention(b, op, scale, causal)
     query = b.node(op.query)
     if not math.isclose(scale, default_scale, rel_tol=1e-12):

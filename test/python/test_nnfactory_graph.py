@@ -575,11 +575,11 @@ def test_result_pool_reuses_only_what_nobody_holds() -> None:
     assert pool.take(0, (8,), torch.float32).shape == (8,)
 
 
-@pytest.mark.parametrize("shape", ["1x4x4x2", "1x4x4x8", "1x4x8x2"])
+@pytest.mark.parametrize("shape", ["1x4x4x2", "1x4x4x4", "1x4x4x8", "1x4x8x2"])
 def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
-    """OpenVINO 2024.4 fuses this Transpose into its SDPA kernel and computes garbage
-    when heads == sequence length (found by forge fuzz-models); the lowering composes
-    attention from MatMul/Softmax in that case."""
+    """OpenVINO 2024.4's CPU snippets fuse this into one MHA kernel that computes
+    garbage when heads == sequence length (found by forge fuzz-models); such graphs are
+    compiled with snippets off (`snippets_mode`)."""
     t = T(shape)
     text = fn(
         f"%q: {t}, %k: {t}, %v: {t}",
@@ -591,3 +591,19 @@ def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
     )
     error, _ = lower_and_compare(text)
     assert error <= 1e-5
+
+
+def test_snippets_mode_is_off_only_for_ambiguous_attention() -> None:
+    from forge.conversion.nnfactory_graph import snippets_mode
+
+    def ops_of(shape: str) -> list[Operation]:
+        t = T(shape)
+        text = fn(
+            f"%q: {t}, %k: {t}, %v: {t}",
+            t,
+            f"%0 = npu.sdpa %q, %k, %v : ({t}, {t}, {t}) -> {t}\nfunc.return %0 : {t}",
+        )
+        return body_ops(entry_function(parse_module(text)))
+
+    assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"
+    assert snippets_mode(ops_of("1x12x128x64")) == "ENABLE"
