@@ -593,7 +593,7 @@ def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
     assert error <= 1e-5
 
 
-def test_snippets_mode_is_off_only_for_ambiguous_attention() -> None:
+def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() -> None:
     from forge.conversion.nnfactory_graph import snippets_mode
 
     def ops_of(shape: str) -> list[Operation]:
@@ -605,5 +605,14 @@ def test_snippets_mode_is_off_only_for_ambiguous_attention() -> None:
         )
         return body_ops(entry_function(parse_module(text)))
 
-    assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"
-    assert snippets_mode(ops_of("1x12x128x64")) == "ENABLE"
+    import os
+
+    assert snippets_mode(ops_of("1x12x128x64")) == os.environ.get(
+        "NNFACTORY_SNIPPETS_MODE", "DISABLE"
+    )
+    os.environ["NNFACTORY_SNIPPETS_MODE"] = "ENABLE"
+    try:
+        assert snippets_mode(ops_of("1x12x128x64")) == "ENABLE"  # the user's choice
+        assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"  # except where it is wrong
+    finally:
+        del os.environ["NNFACTORY_SNIPPETS_MODE"]
