@@ -178,6 +178,7 @@ def prepare(
             return _to_torch(request(feed)[0])
 
     elif backend == "onnxruntime":
+        import shutil
         import tempfile
 
         import onnxruntime as ort
@@ -191,6 +192,7 @@ def prepare(
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model
         result.ready_seconds = time.perf_counter() - start
         feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
 
@@ -427,6 +429,14 @@ class _Child:
         command = [sys.executable, "-m", "forge.bench", backend, model, str(int(tiny))]
         command += [str(seq), str(threads)]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+        self.scratch: str | None = None
+        if backend == "inductor":
+            # A fresh cache per process: inductor's on-disk cache would otherwise turn
+            # every compile after the first into a cache hit.
+            import tempfile
+
+            self.scratch = tempfile.mkdtemp(prefix="forge-bench-inductor-")
+            env["TORCHINDUCTOR_CACHE_DIR"] = self.scratch
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -478,6 +488,11 @@ class _Child:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        if self.scratch is not None:
+            import shutil
+
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
 
 def _worker(argv: Sequence[str]) -> int:
