@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=6  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=7  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -61,9 +61,9 @@ src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
 # OpenVINO's CPU plugin quantizes activations on the fly (groups of 32) for matmuls with
 # int8 weights: faster, but no longer the weight-only int8 Forge promises. Off unless
 # NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE asks for it (Forge's int8 "dynamic" mode).
-# NNFACTORY_SNIPPETS_MODE (ENABLE, the default, or DISABLE) goes to the CPU plugin with
+# NNFACTORY_SNIPPETS_MODE (DISABLE, the default, or ENABLE) goes to the CPU plugin with
 # every compile_model (it is not a core-level property in 2024.4): its snippets MHA kernel
-# is wrong when heads == sequence length, and Forge turns snippets off for such graphs.
+# is wrong when heads == sequence length (see conversion/nnfactory_graph.py).
 old = "        // Compile model\n        compiled_model = core.compile_model(model, device);"
 new = ("        ov::AnyMap config;\n"
        "        if (device == \"CPU\") {\n"
@@ -71,7 +71,7 @@ new = ("        ov::AnyMap config;\n"
        "            core.set_property(device, ov::hint::dynamic_quantization_group_size("
        "group ? std::strtoull(group, nullptr, 10) : 0));\n"
        "            const char* snippets = std::getenv(\"NNFACTORY_SNIPPETS_MODE\");\n"
-       "            config[\"SNIPPETS_MODE\"] = std::string(snippets ? snippets : \"ENABLE\");\n"
+       "            config[\"SNIPPETS_MODE\"] = std::string(snippets ? snippets : \"DISABLE\");\n"
        "        }\n"
        "        compiled_model = core.compile_model(model, device, config);")
 assert old in src, "inference.h changed upstream; update the dynamic-quantization patch"
