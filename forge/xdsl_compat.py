@@ -34,8 +34,7 @@ def apply() -> None:
     def verify(self: IntegerType) -> None:
         if self.width.data > MAX_INTEGER_WIDTH:
             raise VerifyException(
-                f"integer bitwidth is limited to {MAX_INTEGER_WIDTH} bits "
-                f"(got {self.width.data})"
+                f"integer bitwidth is limited to {MAX_INTEGER_WIDTH} bits (got {self.width.data})"
             )
         verify_width(self)
 
