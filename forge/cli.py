@@ -5,7 +5,13 @@
   forge check MODEL... [--tiny] [--optimize]        imported (optimized) IR vs eager PyTorch
   forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
   forge plan [MODEL...] [--tiny]                    Phases 3-4: placement, buffers, transitions
-  forge compile [MODEL] [--tiny] [--runs K]          compile to NNFactory, run, time vs eager
+  forge compile [MODEL] [--precision P] [--runs K]  compile to NNFactory, run, time vs eager
+  forge bench [MODEL] [--backends B,...]            vs eager, inductor, OpenVINO, ONNX Runtime
+  forge ablate MODEL...                             the pipeline with each pass removed
+  forge autotune MODEL...                           cost-model search over alpha/layout/precision
+  forge calibrate                                   fit the cost model to measured latency
+  forge report [--bench FILE]                       PNG plots of passes, buffers, bench
+  forge fuzz-ir / fuzz-models [--cases N]           differential and IR fuzzing
   forge doctor                                      NNFactory smoke test on this machine
 
 MODEL is one of the built-in names (`forge models` lists them) or
