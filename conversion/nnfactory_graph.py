@@ -103,7 +103,7 @@ def quantize_int8(
     return q.contiguous().numpy(), scale.to(_torch_for_numpy(scale_dtype)).numpy()
 
 
-LINEAR_OPS = (npu.LinearOp, npu.AddmmOp, npu.FusedLinearOp)
+LINEAR_OPS = npu.WEIGHTED_LINEAR_OPS
 """Ops whose `weight` operand quantized precisions store in int8."""
 
 
@@ -136,10 +136,8 @@ def graph_input(value: SSAValue, precision: str, constant: bool = False) -> Grap
         for u in users
     }
     storage = "float" if "fp32" in requested else "fp16" if "fp16" in requested else "int8"
-    in_out = isinstance(users[0], npu.AddmmOp) or (
-        isinstance(users[0], npu.FusedLinearOp) and users[0].weight_in_out is not None
-    )
-    return GraphInput(dtype, storage, reduce_dim=0 if in_out else 1, constant=constant)
+    reduce_dim = 0 if npu.weight_in_out(users[0]) else 1
+    return GraphInput(dtype, storage, reduce_dim=reduce_dim, constant=constant)
 
 
 class NoNpuLowering(ForgeError):
@@ -253,7 +251,7 @@ class Segment:
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
         """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
         instead of at every call. The caller keeps passing it."""
-        if self.graph is not None:
+        if self.graph is not None and not self.graph_inputs[index].constant:
             self._frozen[index] = self.graph_inputs[index].arrays(tensor)
 
     @property
@@ -462,21 +460,6 @@ class GraphTrace(Protocol):
         ...
 
 
-def _compile(
-    ops: Sequence[Operation],
-    inputs: list[SSAValue],
-    outputs: list[SSAValue],
-    float_dtype: type[np.floating],
-    specs: list[GraphInput],
-    trace: GraphTrace | None = None,
-    constants: Mapping[SSAValue, torch.Tensor] | None = None,
-) -> CompiledGraph:
-    """Build and compile the graph; the time covers both (what a cache hit saves)."""
-    start = time.perf_counter()
-    with _snippets_mode(snippets_mode(ops)):
-        return _build_and_compile(ops, inputs, outputs, float_dtype, specs, trace, constants, start)
-
-
 def snippets_mode(ops: Sequence[Operation]) -> str:
     """How OpenVINO's CPU plugin may use snippets (JIT-fused subgraphs) for this graph:
     `DISABLE`, unless NNFACTORY_SNIPPETS_MODE says otherwise.
@@ -512,16 +495,17 @@ def _snippets_mode(mode: str) -> Iterator[None]:
             os.environ["NNFACTORY_SNIPPETS_MODE"] = before
 
 
-def _build_and_compile(
+def _compile(
     ops: Sequence[Operation],
     inputs: list[SSAValue],
     outputs: list[SSAValue],
     float_dtype: type[np.floating],
     specs: list[GraphInput],
-    trace: GraphTrace | None,
-    constants: Mapping[SSAValue, torch.Tensor] | None,
-    start: float,
+    trace: GraphTrace | None = None,
+    constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> CompiledGraph:
+    """Build and compile the graph; the time covers both (what a cache hit saves)."""
+    start = time.perf_counter()
     factory = load_backend().NNFactory()
     builder = GraphBuilder(
         trace.wrap(factory) if trace is not None else factory,
@@ -553,7 +537,8 @@ def _build_and_compile(
         )
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
     builder.factory.output_nodes = [nodes[address] for address in results]
-    builder.factory.compile()
+    with _snippets_mode(snippets_mode(ops)):
+        builder.factory.compile()
     return CompiledGraph(
         factory, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
     )

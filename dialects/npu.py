@@ -718,6 +718,18 @@ class FusedLinearOp(NpuOp):
         )
 
 
+WEIGHTED_LINEAR_OPS = (LinearOp, AddmmOp, FusedLinearOp)
+"""Ops with a `weight` operand: the ones the weight precisions (`precision`) apply to."""
+
+
+def weight_in_out(op: LinearOp | AddmmOp | FusedLinearOp) -> bool:
+    """Whether the op's weight is stored [in, out] (addmm, and linears fused from one)
+    rather than [out, in]: its output channels are then its columns."""
+    return isinstance(op, AddmmOp) or (
+        isinstance(op, FusedLinearOp) and op.weight_in_out is not None
+    )
+
+
 @irdl_op_definition
 class SDPAOp(NpuOp):
     """softmax(q @ k^T * scale + mask) @ v over the last two dims (fused attention).

@@ -1,5 +1,1 @@
 """Forge: a PyTorch -> xDSL -> NNFactory graph compiler (FORGE-UGC)."""
-
-from forge import xdsl_compat
-
-xdsl_compat.apply()

@@ -229,14 +229,20 @@ def load_program(reference: str, tiny: bool, seq: int, real_weights: bool) -> Pr
 
     Not on the meta device even when no weights are needed: there the transformers code
     adds device moves (`aten.to.device`) that the graph `forge compile` builds has not."""
-    from forge.capture import capture
     from forge.cli import load_model
     from forge.diagnostics import ForgeError
-    from forge.importer import import_program
 
     loaded = load_model(reference, tiny, seq)
     if real_weights and any(p.is_meta for p in loaded.model.parameters()):
         raise ForgeError(f"{reference}: built on the meta device (too large here); no latency")
+    return program_of(loaded)
+
+
+def program_of(loaded: Any) -> Program:
+    """Capture and import a `forge.cli.Loaded` model."""
+    from forge.capture import capture
+    from forge.importer import import_program
+
     captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
     program = import_program(captured)
     return Program(

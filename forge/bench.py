@@ -82,7 +82,8 @@ class LogitsOnly(torch.nn.Module):
         return out.logits
 
 
-def _timed_runs(run: Callable[[], Any], runs: int) -> list[float]:
+def timed_runs(run: Callable[[], Any], runs: int) -> list[float]:
+    """Wall time of each of `runs` calls of `run()`, in milliseconds."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -356,7 +357,9 @@ def run_bench(
                 child = _Child(backend, model, tiny, seq, threads, timeout)
                 if child.result.skipped:
                     results[backend] = child.result
-                    children.pop(backend, _Closed()).close()
+                    stale = children.pop(backend, None)
+                    if stale is not None:
+                        stale.close()
                     continue
                 ready, first = child.result.ready_seconds, child.result.first_output_seconds
                 if ready is not None and first is not None:
@@ -408,11 +411,6 @@ def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-class _Closed:
-    def close(self) -> None:
-        pass
 
 
 class _Child:
@@ -512,7 +510,7 @@ def _worker(argv: Sequence[str]) -> int:
         command, _, count = line.partition(" ")
         if command != "run":
             break
-        print(MARKER + json.dumps(_timed_runs(run, int(count))), flush=True)
+        print(MARKER + json.dumps(timed_runs(run, int(count))), flush=True)
     return 0
 
 

@@ -232,17 +232,15 @@ def variants(
 def load_variant(variant: Variant) -> Any:
     """The variant captured and imported, as a `forge.ablate.Program`: a built-in model,
     tiny or full, with `depth` times the tiny variant's layers."""
-    from forge.ablate import Program, load_program
-
-    if variant.depth == 1:
-        return load_program(variant.reference, variant.tiny, variant.seq, real_weights=True)
     import torch
     import transformers
 
     from forge import models
-    from forge.capture import capture
+    from forge.ablate import load_program, program_of
     from forge.cli import Loaded
-    from forge.importer import import_program
+
+    if variant.depth == 1:
+        return load_program(variant.reference, variant.tiny, variant.seq, real_weights=True)
 
     spec = models.get_spec(variant.reference)
     config = spec.config(tiny=True)
@@ -254,16 +252,7 @@ def load_variant(variant: Variant) -> Any:
     torch.manual_seed(0)
     model = getattr(transformers, spec.model_class)(config).eval()
     args, kwargs = models.example_inputs(model, seq=variant.seq)
-    captured = capture(model, args, example_kwargs=kwargs)
-    program = import_program(captured)
-    return Program(
-        variant.name,
-        program.module,
-        len(program.input_names),
-        dict(program.weights),
-        Loaded(variant.name, model, args, kwargs),
-        captured.export_seconds + program.import_seconds,
-    )
+    return program_of(Loaded(variant.name, model, args, kwargs))
 
 
 def build_points(variant: Variant, rng: random.Random, progress: Progress) -> list[Point]:

@@ -349,16 +349,10 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def _latency(run: Any, runs: int) -> tuple[float, float, float]:
     """(mean, P50, P99) wall time of `run()` in milliseconds over `runs` calls."""
-    import time
+    from forge.bench import summarize, timed_runs
 
-    import numpy as np
-
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.mean(times)), float(np.percentile(times, 50)), float(np.percentile(times, 99))
+    figures = summarize(timed_runs(run, runs))
+    return figures["mean"], figures["p50"], figures["p99"]
 
 
 def cmd_compile(ns: argparse.Namespace) -> int:

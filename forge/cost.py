@@ -60,7 +60,7 @@ LINEAR_GENERIC_PREFIXES = (
 )
 """`npu.generic` opcodes n_linear also counts (contractions without a named op)."""
 
-WEIGHT_OPS = (npu.LinearOp, npu.AddmmOp, npu.FusedLinearOp)
+WEIGHT_OPS = npu.WEIGHTED_LINEAR_OPS
 """Ops whose 2-D `weight` argument int8 stores as int8 (as the executor does)."""
 
 FEATURES = ("n_ops", "n_weights", "n_linear", "d_graph", "s_params")
@@ -156,10 +156,7 @@ def _param(value: SSAValue, name: str) -> Param | None:
     channels = 0
     if floating and isinstance(value, BlockArgument) and len(shape) == 2 and users:
         op = users[0]
-        in_out = isinstance(op, npu.AddmmOp) or (
-            isinstance(op, npu.FusedLinearOp) and op.weight_in_out is not None
-        )
-        channels = shape[1] if in_out else shape[0]
+        channels = shape[1] if npu.weight_in_out(op) else shape[0]
     return Param(
         name,
         count,

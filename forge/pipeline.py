@@ -11,8 +11,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
+from forge import xdsl_compat
 from forge.diagnostics import ForgeError, one_line
 from forge.transforms.pattern_pass import PassRecord, collect_statistics
+
+xdsl_compat.apply()
 
 if TYPE_CHECKING:
     from forge.transforms.npu_linear_scan import AllocationReport

@@ -45,19 +45,6 @@ class MixedPrecisionReport:
     fp16: list[int] = field(default_factory=list)
     """Indices of the layers kept at fp16."""
 
-    @property
-    def fp16_fraction(self) -> float:
-        return len(self.fp16) / len(self.layers) if self.layers else 0.0
-
-    def weight_bytes(self) -> int:
-        """Bytes of the measured linear weights as stored: 2 per fp16 parameter, 1 per
-        int8 parameter (the per-channel scales are not counted)."""
-        kept = set(self.fp16)
-        total = 0
-        for layer in self.layers:
-            total += 2 * layer.params if layer.index in kept else layer.params
-        return total
-
     def format(self) -> str:
         kept = set(self.fp16)
         lines = [f"{'layer':>5}  {'weight':<40}{'int8 error':>12}  precision"]
@@ -85,9 +72,7 @@ def measure_sensitivity(
         if name is None or name not in weights or weights[name].dim() != 2:
             continue
         w = weights[name].detach().float()
-        in_out = isinstance(op, npu.AddmmOp) or (
-            isinstance(op, npu.FusedLinearOp) and op.weight_in_out is not None
-        )
+        in_out = npu.weight_in_out(op)
         reduce_dim = 0 if in_out else 1
         q, scale = quantize_int8(w, reduce_dim, np.dtype(np.float32))
         w8 = torch.from_numpy(q).float() * torch.from_numpy(scale)

@@ -1,4 +1,6 @@
-"""Fixes to the pinned xDSL (0.75.0) that Forge applies when it is imported.
+"""Fixes to the pinned xDSL (0.75.0), applied by the two places Forge parses text
+(`forge.pipeline` and `forge-opt`) when they are imported; `import forge` stays free
+of xDSL.
 
 * The MLIR lexer matches string literals with `"(?:[^"\\...]+|\\...)*"`, a nested
   quantifier that backtracks exponentially on an unterminated literal: `forge fuzz-ir`
@@ -22,7 +24,15 @@ MAX_INTEGER_WIDTH = (1 << 24) - 1
 """MLIR's limit on integer bitwidths."""
 
 
+_applied = False
+
+
 def apply() -> None:
+    """Idempotent: both parsing modules call it when imported."""
+    global _applied
+    if _applied:
+        return
+    _applied = True
     from xdsl.dialects.builtin import IntegerType
     from xdsl.utils.exceptions import VerifyException
     from xdsl.utils.mlir_lexer import MLIRLexer

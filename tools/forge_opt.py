@@ -30,10 +30,12 @@ from xdsl.utils.exceptions import (
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from forge import xdsl_compat
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
 from forge.transforms.pattern_pass import collect_statistics, format_statistics
 
 TOOL = "forge-opt"
+xdsl_compat.apply()
 
 
 class LocatingParser(Parser):
