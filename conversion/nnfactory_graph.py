@@ -924,12 +924,15 @@ def _norm_axes(op: npu.NormOp) -> list[int]:
 
 
 def lower_layer_norm(b: GraphBuilder, op: npu.LayerNormOp) -> Node:
-    """(x - mean) / sqrt(var + eps) * w + b, with the biased variance, as ATen."""
+    """(x - mean) / sqrt(var + eps) * w + b, with the biased variance, as ATen.
+
+    The square is Power(., 2), not a Multiply: OpenVINO's MVNFusion then matches the
+    whole chain and the CPU runs one MVN node (about 10x faster than the chain)."""
     b.require_float(op)
     f, axes = b.factory, _norm_axes(op)
     x = b.node(op.input)
     centered = b.sub(x, f.reduce_mean(x, axes, True))
-    variance = f.reduce_mean(f.eltwise_mul(centered, centered), axes, True)
+    variance = f.reduce_mean(b.power(centered, b.constant(2.0)), axes, True)
     std = f.sqrt(f.eltwise_add(variance, b.constant(op.eps.value.data)))
     y = f.eltwise_div(centered, std)
     if op.weight is not None:

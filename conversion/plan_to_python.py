@@ -74,6 +74,7 @@ RESERVED = {
     "build",
     "GraphCall",
     "GraphInput",
+    "PackedLinear",
     "strided_slice",
     "unpack_array",
     "weight_arrays",
@@ -81,7 +82,7 @@ RESERVED = {
 }
 """Module-level names of the printed program, which argument names must not shadow."""
 
-_GENERATED = re.compile(r"(v|t|p|w|seg|build_seg|const_)\d+")
+_GENERATED = re.compile(r"(v|t|p|w|seg|build_seg|const_|pack)\d+")
 
 INLINE_ELEMENTS = 16
 """Constants up to this many elements are printed as literals; larger ones packed."""
@@ -625,6 +626,30 @@ def cpu_step_lines(op: Operation, names: Names, program: ProgramText) -> list[st
     return lines + tail
 
 
+def packed_step_line(
+    op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp,
+    names: Names,
+    placeholders: _Placeholders,
+    instances: list[str],
+) -> str:
+    """A CPU linear on a baked-in weight, as the executor runs it: a `PackedLinear`
+    made in `build(W)`, called with the input and bias."""
+    label = f"pack{sum(line.startswith('pack') for line in instances)}"
+    x_type = op.input.type
+    assert isinstance(x_type, TensorType)
+    rows = 1
+    for size in x_type.get_shape()[:-1]:
+        rows *= size
+    activation = op.activation.data if isinstance(op, npu.FusedLinearOp) else "none"
+    weight = placeholders.names[op.weight]
+    instances.append(
+        f"{label} = PackedLinear(W[{weight!r}], in_out={npu.weight_in_out(op)}, rows={rows}, "
+        f"activation={activation!r})"
+    )
+    arguments = names([op.input] + ([op.bias] if op.bias is not None else []))
+    return f"{names(op.results)[0]} = {label}({', '.join(arguments)})"
+
+
 # ------------------------------------------------------------------ the plan
 
 
@@ -762,7 +787,10 @@ def plan_to_python(
 
     def add_cpu(op: Operation, note: str = "") -> None:
         program.body.append(f"# cpu: {describe(op)}{note}{buffers(op.results)}")
-        program.body.extend(cpu_step_lines(op, names, program))
+        if isinstance(op, npu.WEIGHTED_LINEAR_OPS) and op.weight in placeholders:
+            program.body.append(packed_step_line(op, names, placeholders, instances))
+        else:
+            program.body.extend(cpu_step_lines(op, names, program))
         devices.append("cpu")
 
     for device, run in device_runs(function):
@@ -825,6 +853,8 @@ def plan_to_python(
     )
     helpers = ["GraphCall", "GraphInput", "strided_slice", "unpack_array", "weight_arrays"]
     imports = ["import numpy as np", "import torch", ""]
+    if any(line.startswith("pack") for line in instances):
+        imports.append("from forge.conversion.cpu_kernels import PackedLinear")
     imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
     if segments:
         imports += [

@@ -28,7 +28,12 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
+from forge.conversion.cpu_kernels import (
+    cpu_kernel,
+    packed_gemm_available,
+    packed_linear_kernel,
+    torch_dtype,
+)
 from forge.conversion.nnfactory_graph import PRECISIONS, NoNpuLowering, Segment, build_segment
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
@@ -197,7 +202,15 @@ class CompiledNPUExecutor:
     def _add_cpu(self, op: Operation) -> None:
         inputs = tuple(self._slot(v) for v in op.operands)
         outputs = self._new_slots(op.results)
-        self._steps.append(Step(cpu_kernel(op), inputs, outputs, "cpu", False))
+        self._steps.append(Step(self._cpu_kernel(op), inputs, outputs, "cpu", False))
+
+    def _cpu_kernel(self, op: Operation) -> Callable[..., Any]:
+        """`cpu_kernel(op)`, except that a linear whose weight is baked in (a weight
+        argument, weights as constants) gets its weight packed once (`PackedLinear`)."""
+        if self.weights_as != "constants" or not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
+            return cpu_kernel(op)
+        weight = self._constants.get(op.weight)
+        return cpu_kernel(op) if weight is None else packed_linear_kernel(op, weight)
 
     def _add_npu_run(self, ops: list[Operation]) -> None:
         if not ops:
@@ -371,8 +384,12 @@ def compile_model(
     kwargs: Mapping[str, Any] | None = None,
     precision: str = "fp32",
     granularity: str = "segment",
+    cpu_head_gflops: float | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
-    """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase."""
+    """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
+
+    `cpu_head_gflops` is npu-place-devices' option; by default its default at fp32 where
+    MKL packs weights (`packed_gemm_available`), and 0 (no head on the CPU) otherwise."""
     from forge.capture import capture
     from forge.importer import import_program
     from forge.pipeline import plan
@@ -381,7 +398,11 @@ def compile_model(
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
     start = time.perf_counter()
-    report = plan(program.module)
+    # Heads go to the CPU only where it packs fp32 weights (PackedLinear); at fp16/int8
+    # the precision applies to every linear, the head included.
+    if cpu_head_gflops is None and not (precision == "fp32" and packed_gemm_available()):
+        cpu_head_gflops = 0.0
+    report = plan(program.module, cpu_head_gflops=cpu_head_gflops)
     plan_seconds = time.perf_counter() - start
     program.module.verify()
     notes = [*program.notes]

@@ -5,23 +5,38 @@ element types, ranks, static shapes, op-specific checks), and to the CPU otherwi
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
 stays on the device of the value it moves when that value comes from the CPU, and a
 constant that only CPU ops read is a CPU constant, rather than adding NPU round trips.
-`placement_report()` says why each CPU op is there.
+A model head can also go to the CPU: a weighted linear whose result only the function
+returns (an LM head) and that does at least `cpu-head-gflops` GFLOP, with its weight a
+function argument. The executor packs such a weight once for MKL's packed GEMM
+(`conversion.cpu_kernels.PackedLinear`), which ran GPT-2's LM head about 15% faster
+than OpenVINO's GEMM on the reference machine (docs/executor.md); at the end of the
+program this costs one NPU->CPU transition and no return trip. Inside the program the
+same move would cost two transitions per linear and a thread-pool hand-over each time
+(measured 1.5x slower), so only heads move. `placement_report()` says why each CPU op
+is there.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Self
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.ir import BlockArgument, Operation
 from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import ArgSpec
 
 from forge.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
-from forge.transforms.pattern_pass import run_on_functions
+from forge.dialects.shapes import DYNAMIC
+from forge.transforms.pattern_pass import float_options, run_on_functions
+
+CPU_HEAD_GFLOPS = 1.0
+"""Default `cpu-head-gflops`: smaller heads stay on the NPU, where the transition to the
+CPU would cost more than the faster GEMM saves (0 disables the rule)."""
 
 
 @dataclass
@@ -48,7 +63,30 @@ def _only_cpu_users(op: Operation) -> bool:
     return bool(users) and all(npu_rejects(user) is not None for user in users)
 
 
-def place(function: func.FuncOp) -> Placement:
+def head_gflops(op: Operation) -> float | None:
+    """GFLOP of `op` when it is a head the CPU may take: a weighted fp32 linear whose
+    weight is a function argument and whose result only `func.return` reads."""
+    if not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
+        return None
+    if op.precision is not None and op.precision.data != "fp32":
+        return None
+    if not isinstance(op.weight, BlockArgument):
+        return None
+    users = [use.operation for use in op.results[0].uses]
+    if not users or not all(isinstance(user, func.ReturnOp) for user in users):
+        return None
+    x, y = op.input.type, op.results[0].type
+    if not isinstance(x, TensorType) or not isinstance(y, TensorType):
+        return None
+    if str(y.get_element_type()) != "f32" or DYNAMIC in (*x.get_shape(), *y.get_shape()):
+        return None
+    outputs = 1
+    for size in y.get_shape():
+        outputs *= size
+    return 2 * outputs * x.get_shape()[-1] / 1e9
+
+
+def place(function: func.FuncOp, cpu_head_gflops: float = CPU_HEAD_GFLOPS) -> Placement:
     """Set `device` on every npu op of `function`, in op order."""
     reasons: Counter[str] = Counter()
     counts = Counter[str]()
@@ -61,6 +99,9 @@ def place(function: func.FuncOp) -> Placement:
             device, why = "cpu", "data movement stays with its CPU producer"
         if device == "npu" and isinstance(op, npu.ConstantOp) and _only_cpu_users(op):
             device, why = "cpu", "a constant only CPU ops read"
+        gflops = head_gflops(op) if device == "npu" and cpu_head_gflops > 0 else None
+        if gflops is not None and gflops >= cpu_head_gflops:
+            device, why = "cpu", f"a head of >= {cpu_head_gflops:g} GFLOP (packed CPU GEMM)"
         op.attributes["device"] = StringAttr(device)
         counts[device] += 1
         if why is not None:
@@ -78,9 +119,21 @@ def placement_report(placement: Placement) -> str:
 class NpuPlaceDevicesPass(ModulePass):
     name = "npu-place-devices"
 
+    cpu_head_gflops: float = CPU_HEAD_GFLOPS
+    """Heads of at least this many GFLOP run on the CPU's packed GEMM (0: none)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))
+        if self.cpu_head_gflops < 0:
+            raise ValueError(f"cpu-head-gflops must be >= 0, got {self.cpu_head_gflops:g}")
+
+    @classmethod
+    def from_spec(cls, spec: ArgSpec) -> Self:
+        return super().from_spec(float_options(spec, "cpu_head_gflops"))
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         def placed_ops(function: func.FuncOp) -> int:
-            placement = place(function)
+            placement = place(function, self.cpu_head_gflops)
             return placement.npu_ops + placement.cpu_ops
 
         run_on_functions(self.name, op, placed_ops)

@@ -174,3 +174,39 @@ def test_weights_as_constants_or_parameters_agree() -> None:
     assert bound["parameters"] >= bound["constants"] + weight_bytes // 2
     with pytest.raises(ForgeError, match="weights_as must be one of"):
         CompiledNPUExecutor(module, program.weights, len(program.input_names), weights_as="x")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
+    """npu-place-devices moves the LM head to the CPU above `cpu-head-gflops`; the
+    executor runs it with its weight packed once, and the logits still match eager."""
+    tiny = load_tiny(name)
+    module = tiny.fresh_module()
+    report = plan(module, cpu_head_gflops=1e-9)
+    executor = executor_for(tiny, module)
+    head = executor.steps[-1]
+    assert head.device == "cpu" and "packed_linear_kernel" in head.run.__qualname__
+    assert any("head of >=" in why for why in report.placement.cpu_reasons)
+    result = agreement(tiny, executor)
+    assert result.max_abs <= FP32_ABS and result.top1 == 1.0
+    assert executor.stats.transitions == report.schedule.transitions_after
+
+    default = tiny.fresh_module()
+    plan(default)  # tiny heads are far below the default threshold
+    assert executor_for(tiny, default).steps[-1].device == "npu"
+
+
+def test_packed_linear_matches_aten() -> None:
+    from forge.conversion.cpu_kernels import PackedLinear, packed_gemm_available
+
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 5, 12), torch.randn(7, 12), torch.randn(7)
+    expected = torch.nn.functional.linear(x, w, b)
+    linear = PackedLinear(w, in_out=False, rows=10)
+    assert (linear.packed is not None) == packed_gemm_available()
+    assert torch.allclose(linear(x, b), expected, atol=1e-5)
+    transposed = PackedLinear(w.t().contiguous(), in_out=True, rows=10, activation="gelu_tanh")
+    gelu = torch.nn.functional.gelu(expected, approximate="tanh")
+    assert torch.allclose(transposed(x, b), gelu, atol=1e-5)
+    # Another row count than the plan's takes aten.linear.
+    assert torch.allclose(linear(x[:1], b), expected[:1], atol=1e-5)

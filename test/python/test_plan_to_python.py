@@ -108,6 +108,18 @@ def test_program_runs_as_the_executor(
             assert "np.int8)  # " in source and ": scale" in source
 
 
+def test_head_on_the_cpu_prints_packed_linear() -> None:
+    """A head npu-place-devices moved to the CPU is printed as the executor runs it: a
+    PackedLinear made in build(W), bit-equal to the executor."""
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module, cpu_head_gflops=1e-9)
+    source = check_program(tiny, module, "fp32", "segment", "constants")
+    assert "from forge.conversion.cpu_kernels import PackedLinear" in source
+    assert re.search(r"pack0 = PackedLinear\(W\['[\w.]+'\], in_out=False, rows=\d+", source)
+    assert re.search(r"\n    \w+ = pack0\(\w+\)\n    return", source)
+
+
 def test_mixed_follows_the_precision_attributes() -> None:
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()

@@ -2,6 +2,7 @@
 // data movement of CPU values stays on the CPU.
 
 // RUN: forge-opt %s -p npu-place-devices --split-input-file | filecheck %s
+// RUN: forge-opt %s -p 'npu-place-devices{cpu-head-gflops=0.000001}' --split-input-file | filecheck %s --check-prefix=HEAD
 
 // Positive: float contractions, attention, norms and activations run on the NPU.
 // CHECK-LABEL: func.func @npu_ops
@@ -90,4 +91,42 @@ func.func @constants(%m: tensor<4xi1>, %x: tensor<4xf32>) -> (tensor<4xf32>, ten
   %0 = npu.where %m, %zero {scalar = -1.000000e+00 : f64} : (tensor<4xi1>, tensor<f32>) -> tensor<4xf32>
   %1 = npu.add %x, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   func.return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Heads (cpu-head-gflops): a weighted fp32 linear that only func.return reads, with a
+// weight argument, moves to the CPU at or above the threshold (1e-6 GFLOP on the second
+// RUN line; these do 2*4*16*8 = 1024 FLOP). Negative at the default threshold, 1 GFLOP.
+// CHECK-LABEL: func.func @heads
+// CHECK:         npu.linear {{.*}}device = "npu"
+// CHECK-NEXT:    npu.addmm {{.*}}device = "npu"
+// HEAD-LABEL:  func.func @heads
+// HEAD:          npu.linear {{.*}}device = "cpu"
+// HEAD-NEXT:     npu.addmm {{.*}}device = "cpu"
+func.func @heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %wt: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %1 = npu.addmm %b, %x, %wt : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  func.return %0, %1 : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Negative (heads): a linear another op reads, one whose weight is computed, one with
+// an fp16 weight, and one below the threshold (2*1*2*8 = 32 FLOP) stay on the NPU.
+// HEAD-LABEL:  func.func @not_heads
+// HEAD:          %0 = npu.linear {{.*}}device = "npu"
+// HEAD-NEXT:     npu.gelu {{.*}}device = "npu"
+// HEAD-NEXT:     %2 = npu.exp %w {device = "npu"}
+// HEAD-NEXT:     %3 = npu.linear {{.*}}device = "npu"
+// HEAD-NEXT:     %4 = npu.linear {{.*}}device = "npu"
+// HEAD-NEXT:     %5 = npu.linear {{.*}}device = "npu"
+func.func @not_heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %s: tensor<1x8xf32>, %v: tensor<2x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<1x2xf32>) {
+  %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %1 = npu.gelu %0 : tensor<4x16xf32>
+  %2 = npu.exp %w : tensor<16x8xf32>
+  %3 = npu.linear %x, %2 : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %4 = npu.linear %x, %w {precision = "fp16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %5 = npu.linear %s, %v : (tensor<1x8xf32>, tensor<2x8xf32>) -> tensor<1x2xf32>
+  func.return %0, %1, %3, %4, %5 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<1x2xf32>
 }
