@@ -115,6 +115,7 @@ def run_variant(
     """The default pipeline without `removed`, in place on `module`; under precision
     mixed, `mixed` (`forge.autotune.mixed_assignment`) is written as per-op attributes,
     so the score and the executor see the measured assignment."""
+    from forge.executor import head_gflops_for
     from forge.transforms.npu_assign_vregs import assign_vregs
     from forge.transforms.npu_linear_scan import alias_classes, allocate
     from forge.transforms.npu_liveness import annotate_liveness
@@ -126,7 +127,7 @@ def run_variant(
     optimize(module, skip=[removed] if removed in PHASE2_PASSES else [])
     function = entry(module)
     if removed != "npu-place-devices":
-        place(function)
+        place(function, head_gflops_for(precision))
     if removed != "npu-schedule-affinity":
         transitions = schedule(function).transitions_after
     else:

@@ -378,6 +378,15 @@ class CompileReport:
         return "\n".join(lines)
 
 
+def head_gflops_for(precision: str) -> float:
+    """npu-place-devices' `cpu-head-gflops` for an executor at `precision`: its default
+    at fp32 where MKL packs weights (`PackedLinear`), else 0 (at fp16/int8 the precision
+    applies to every linear, the head included)."""
+    from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
+
+    return CPU_HEAD_GFLOPS if precision == "fp32" and packed_gemm_available() else 0.0
+
+
 def compile_model(
     model: torch.nn.Module,
     args: Sequence[Any],
@@ -388,8 +397,7 @@ def compile_model(
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
-    `cpu_head_gflops` is npu-place-devices' option; by default its default at fp32 where
-    MKL packs weights (`packed_gemm_available`), and 0 (no head on the CPU) otherwise."""
+    `cpu_head_gflops` is npu-place-devices' option (default: `head_gflops_for`)."""
     from forge.capture import capture
     from forge.importer import import_program
     from forge.pipeline import plan
@@ -400,8 +408,8 @@ def compile_model(
     start = time.perf_counter()
     # Heads go to the CPU only where it packs fp32 weights (PackedLinear); at fp16/int8
     # the precision applies to every linear, the head included.
-    if cpu_head_gflops is None and not (precision == "fp32" and packed_gemm_available()):
-        cpu_head_gflops = 0.0
+    if cpu_head_gflops is None:
+        cpu_head_gflops = head_gflops_for(precision)
     report = plan(program.module, cpu_head_gflops=cpu_head_gflops)
     plan_seconds = time.perf_counter() - start
     program.module.verify()
