@@ -18,6 +18,7 @@ is there.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Self
@@ -124,8 +125,10 @@ class NpuPlaceDevicesPass(ModulePass):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))
-        if self.cpu_head_gflops < 0:
-            raise ValueError(f"cpu-head-gflops must be >= 0, got {self.cpu_head_gflops:g}")
+        if not 0 <= self.cpu_head_gflops < math.inf:
+            raise ValueError(
+                f"cpu-head-gflops must be a finite number >= 0, got {self.cpu_head_gflops:g}"
+            )
 
     @classmethod
     def from_spec(cls, spec: ArgSpec) -> Self:

@@ -144,10 +144,21 @@ def run_patterns(
 
 
 def float_options(spec: ArgSpec, *names: str) -> ArgSpec:
-    """`alpha=0`/`alpha=1` parse as ints in xDSL's spec syntax; make them floats so that a
-    float option accepts them."""
+    """`alpha=0`/`alpha=1` parse as ints in xDSL's spec syntax, and `1e-6` as a string;
+    make them floats so that a float option accepts them."""
+
+    def as_float(value: object) -> object:
+        if type(value) is int:
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return value
+        return value
+
     parameters = {
-        key: [float(v) if key in names and type(v) is int else v for v in values]
+        key: [as_float(v) if key in names else v for v in values]
         for key, values in spec.normalize_parameter_names().parameters.items()
     }
     return ArgSpec(spec.name, parameters)

@@ -1,8 +1,12 @@
 // npu-place-devices: the capability table decides; unsupported ops go to the CPU, and
-// data movement of CPU values stays on the CPU.
+// data movement of CPU values stays on the CPU; heads of at least cpu-head-gflops GFLOP
+// go to the CPU (packed GEMM).
 
 // RUN: forge-opt %s -p npu-place-devices --split-input-file | filecheck %s
 // RUN: forge-opt %s -p 'npu-place-devices{cpu-head-gflops=0.000001}' --split-input-file | filecheck %s --check-prefix=HEAD
+// RUN: not forge-opt %s -p 'npu-place-devices{cpu-head-gflops=-1}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: not forge-opt %s -p 'npu-place-devices{cpu-head-gflops=nan}' 2>&1 | filecheck %s --check-prefix=BAD
+// BAD: forge-opt: error: invalid pass pipeline {{.*}}: cpu-head-gflops must be a finite number >= 0, got
 
 // Positive: float contractions, attention, norms and activations run on the NPU.
 // CHECK-LABEL: func.func @npu_ops
