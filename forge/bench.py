@@ -317,12 +317,12 @@ def run_bench(
     model: str,
     backends: Sequence[str],
     seq: int = 128,
-    runs: int = 20,
+    runs: int = 40,
     threads: int | None = None,
     tiny: bool = False,
     timeout: float = 1800.0,
     progress: Callable[[str], None] | None = None,
-    rounds: int = 5,
+    rounds: int = 10,
     compile_repeats: int = 3,
 ) -> BenchReport:
     """Compile `backends` one after the other, each in its own child process, then time

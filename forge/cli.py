@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
     bench.add_argument("--seq", type=int, default=128)
     bench.add_argument("--tiny", action="store_true")
-    bench.add_argument("--runs", type=int, default=20, help="timed runs per backend")
+    bench.add_argument("--runs", type=int, default=40, help="timed runs per backend (default 40)")
     bench.add_argument("--threads", type=int, default=None, help="default: all cores")
     bench.add_argument(
         "--backends",
@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="fresh-process compiles per backend; the median is reported (default 3)",
     )
-    bench.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    bench.add_argument(
+        "--rounds", type=int, default=10, help="interleaved timing rounds (default 10)"
+    )
 
     rep = sub.add_parser("report", help="PNG plots: passes, buffers, transitions, bench results")
     rep.add_argument(

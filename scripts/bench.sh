@@ -3,7 +3,7 @@
 # Forge, Forge with granularity=op, torch eager, torch.compile (inductor), OpenVINO CPU
 # and ONNX Runtime CPU, fp32, in one run with ratios; then PNG plots of the results.
 # Installs the optional `bench` extra (openvino, onnxruntime, onnxscript) into the venv.
-# Extra arguments go to `forge bench` (e.g. --runs 40 --backends forge,onnxruntime).
+# Extra arguments go to `forge bench` (e.g. --runs 80 --backends forge,onnxruntime).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh"
