@@ -379,9 +379,9 @@ class CompileReport:
 
 
 def head_gflops_for(precision: str) -> float:
-    """npu-place-devices' `cpu-head-gflops` for an executor at `precision`: its default
-    at fp32 where MKL packs weights (`PackedLinear`), else 0 (at fp16/int8 the precision
-    applies to every linear, the head included)."""
+    """npu-place-devices' `cpu-head-gflops` for an executor at `precision`:
+    `CPU_HEAD_GFLOPS` at fp32 where MKL packs weights (`PackedLinear`), else 0 (at
+    fp16/int8 the precision applies to every linear, the head included)."""
     from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
 
     return CPU_HEAD_GFLOPS if precision == "fp32" and packed_gemm_available() else 0.0

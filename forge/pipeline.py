@@ -79,23 +79,23 @@ def plan(
     iterations: int = 2,
     alpha: float = 1.0,
     layout: str = "auto",
-    cpu_head_gflops: float | None = None,
+    cpu_head_gflops: float = 0.0,
 ) -> PlanReport:
     """forge-pipeline from Python: Phase 2, placement, scheduling, vregs, liveness and
-    linear-scan allocation, in place; returns the reports. `cpu_head_gflops` defaults
-    to npu-place-devices' own default."""
+    linear-scan allocation, in place; returns the reports. `cpu_head_gflops` is
+    npu-place-devices' option (0: no head on the CPU)."""
     from forge.reference import entry_function
     from forge.transforms.npu_assign_vregs import assign_vregs
     from forge.transforms.npu_linear_scan import allocate
     from forge.transforms.npu_liveness import annotate_liveness
     from forge.transforms.npu_optimize import optimize
-    from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS, place
+    from forge.transforms.npu_place_devices import place
     from forge.transforms.npu_schedule_affinity import schedule
 
     optimized = optimize(module, iterations, alpha, layout)
     function = entry_function(module)
     start = time.perf_counter()
-    placement = place(function, CPU_HEAD_GFLOPS if cpu_head_gflops is None else cpu_head_gflops)
+    placement = place(function, cpu_head_gflops)
     scheduled = schedule(function)
     assign_vregs(function)
     annotate_liveness(function)

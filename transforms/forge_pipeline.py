@@ -24,7 +24,7 @@ from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
 from forge.transforms.npu_linear_scan import NpuLinearScanPass
 from forge.transforms.npu_liveness import NpuLivenessPass
 from forge.transforms.npu_optimize import NpuOptimizePass
-from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS, NpuPlaceDevicesPass
+from forge.transforms.npu_place_devices import NpuPlaceDevicesPass
 from forge.transforms.npu_schedule_affinity import NpuScheduleAffinityPass
 from forge.transforms.pattern_pass import float_options
 
@@ -47,7 +47,7 @@ class ForgePipelinePass(ModulePass):
     """Operator-fusion aggressiveness in [0, 1]."""
     layout: str = "auto"
     """auto | contiguous | channels-last."""
-    cpu_head_gflops: float = CPU_HEAD_GFLOPS
+    cpu_head_gflops: float = 0.0
     """npu-place-devices: heads of at least this many GFLOP run on the CPU (0: none)."""
 
     def __post_init__(self) -> None:

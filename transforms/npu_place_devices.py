@@ -5,15 +5,17 @@ element types, ranks, static shapes, op-specific checks), and to the CPU otherwi
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
 stays on the device of the value it moves when that value comes from the CPU, and a
 constant that only CPU ops read is a CPU constant, rather than adding NPU round trips.
-A model head can also go to the CPU: a weighted linear whose result only the function
-returns (an LM head) and that does at least `cpu-head-gflops` GFLOP, with its weight a
-function argument. The executor packs such a weight once for MKL's packed GEMM
-(`conversion.cpu_kernels.PackedLinear`), which ran GPT-2's LM head about 15% faster
-than OpenVINO's GEMM on the reference machine (docs/executor.md); at the end of the
-program this costs one NPU->CPU transition and no return trip. Inside the program the
-same move would cost two transitions per linear and a thread-pool hand-over each time
-(measured 1.5x slower), so only heads move. `placement_report()` says why each CPU op
-is there.
+A model head can also go to the CPU (`cpu-head-gflops=G`; off by default): a weighted
+fp32 linear whose result only the function returns (an LM head), that does at least G
+GFLOP, with its weight a function argument. The executor packs such a weight once for
+MKL's packed GEMM (`conversion.cpu_kernels.PackedLinear`), which ran GPT-2's LM head
+about 15% faster than OpenVINO's GEMM on the reference machine (docs/executor.md); at
+the end of the program this costs one NPU->CPU transition and no return trip. Inside
+the program the same move would cost two transitions per linear and a thread-pool
+hand-over each time (measured 1.4-1.5x slower), so only heads move. The option depends
+on the target, so the pass leaves it off; `compile_model` sets it to `CPU_HEAD_GFLOPS`
+at fp32 where MKL is present (`forge.executor.head_gflops_for`).
+`placement_report()` says why each CPU op is there.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from forge.dialects.shapes import DYNAMIC
 from forge.transforms.pattern_pass import float_options, run_on_functions
 
 CPU_HEAD_GFLOPS = 1.0
-"""Default `cpu-head-gflops`: smaller heads stay on the NPU, where the transition to the
-CPU would cost more than the faster GEMM saves (0 disables the rule)."""
+"""The `cpu-head-gflops` the executor plans with at fp32: smaller heads stay on the NPU,
+where the transition to the CPU would cost more than the faster GEMM saves."""
 
 
 @dataclass
@@ -87,8 +89,9 @@ def head_gflops(op: Operation) -> float | None:
     return 2 * outputs * x.get_shape()[-1] / 1e9
 
 
-def place(function: func.FuncOp, cpu_head_gflops: float = CPU_HEAD_GFLOPS) -> Placement:
-    """Set `device` on every npu op of `function`, in op order."""
+def place(function: func.FuncOp, cpu_head_gflops: float = 0.0) -> Placement:
+    """Set `device` on every npu op of `function`, in op order; heads of at least
+    `cpu_head_gflops` GFLOP go to the CPU (0: none)."""
     reasons: Counter[str] = Counter()
     counts = Counter[str]()
     for op in function.body.block.ops:
@@ -120,8 +123,9 @@ def placement_report(placement: Placement) -> str:
 class NpuPlaceDevicesPass(ModulePass):
     name = "npu-place-devices"
 
-    cpu_head_gflops: float = CPU_HEAD_GFLOPS
-    """Heads of at least this many GFLOP run on the CPU's packed GEMM (0: none)."""
+    cpu_head_gflops: float = 0.0
+    """Heads of at least this many GFLOP run on the CPU's packed GEMM (0: none; the
+    executor uses 1.0 at fp32)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))

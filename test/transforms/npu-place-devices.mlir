@@ -1,6 +1,6 @@
 // npu-place-devices: the capability table decides; unsupported ops go to the CPU, and
-// data movement of CPU values stays on the CPU; heads of at least cpu-head-gflops GFLOP
-// go to the CPU (packed GEMM).
+// data movement of CPU values stays on the CPU; with cpu-head-gflops=G, heads of at
+// least G GFLOP go to the CPU (packed GEMM).
 
 // RUN: forge-opt %s -p npu-place-devices --split-input-file | filecheck %s
 // RUN: forge-opt %s -p 'npu-place-devices{cpu-head-gflops=0.000001}' --split-input-file | filecheck %s --check-prefix=HEAD
@@ -101,7 +101,7 @@ func.func @constants(%m: tensor<4xi1>, %x: tensor<4xf32>) -> (tensor<4xf32>, ten
 
 // Heads (cpu-head-gflops): a weighted fp32 linear that only func.return reads, with a
 // weight argument, moves to the CPU at or above the threshold (1e-6 GFLOP on the second
-// RUN line; these do 2*4*16*8 = 1024 FLOP). Negative at the default threshold, 1 GFLOP.
+// RUN line; these do 2*4*16*8 = 1024 FLOP). Negative by default: the option is off.
 // CHECK-LABEL: func.func @heads
 // CHECK:         npu.linear {{.*}}device = "npu"
 // CHECK-NEXT:    npu.addmm {{.*}}device = "npu"
