@@ -24,7 +24,7 @@ from xdsl.ir import Attribute, Operation
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC
+from forge.dialects.shapes import DYNAMIC, numel
 
 aten = torch.ops.aten
 Kernel = Callable[..., Any]
@@ -186,19 +186,23 @@ class PackedLinear:
         return self.activation(y) if self.activation is not None else y
 
 
+def packed_linear_spec(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> dict[str, Any]:
+    """`PackedLinear`'s arguments besides the weight, for `op` (the executor and the
+    printed plan build it alike)."""
+    x_type = op.input.type
+    assert isinstance(x_type, TensorType)
+    rows = numel(x_type.get_shape()[:-1])
+    assert rows is not None, "a packed linear needs a static input shape"
+    activation = op.activation.data if isinstance(op, npu.FusedLinearOp) else "none"
+    return {"in_out": npu.weight_in_out(op), "rows": rows, "activation": activation}
+
+
 def packed_linear_kernel(
     op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp, weight: torch.Tensor
 ) -> Kernel:
     """`op`'s CPU callable with its constant `weight` packed (`PackedLinear`); it takes
     the op's operands, as `cpu_kernel(op)` does, and ignores the weight operand."""
-    x_type = op.input.type
-    assert isinstance(x_type, TensorType)
-    shape = x_type.get_shape()
-    rows = 1
-    for size in shape[:-1]:
-        rows *= size
-    activation = op.activation.data if isinstance(op, npu.FusedLinearOp) else "none"
-    linear = PackedLinear(weight, npu.weight_in_out(op), rows, activation)
+    linear = PackedLinear(weight, **packed_linear_spec(op))
     if isinstance(op, npu.AddmmOp):
         return lambda bias, x, w: linear(x, bias)
     return lambda x, w, bias=None: linear(x, bias)

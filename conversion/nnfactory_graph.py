@@ -100,7 +100,7 @@ def quantize_int8(
     max|w| comes from amax and amin, and rounding and clamping work in place, so a
     weight is copied once (w / scale) rather than four times."""
     w = weight.detach().float()
-    largest = torch.maximum(w.amax(dim=reduce_dim, keepdim=True), -w.amin(reduce_dim, True))
+    largest = torch.maximum(w.amax(reduce_dim, keepdim=True), -w.amin(reduce_dim, keepdim=True))
     scale = largest / 127.0
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = torch.div(w, scale).round_().clamp_(-127, 127).to(torch.int8)
@@ -277,9 +277,8 @@ class Segment:
             # The arrays must stay alive until the run: the graph reads them in place.
             arrays = [
                 array
-                for i, (t, spec) in enumerate(zip(tensors, self.graph_inputs, strict=True))
-                if not spec.constant
-                for array in (self._frozen.get(i) or spec.arrays(t))
+                for i in self.bound
+                for array in (self._frozen.get(i) or self.graph_inputs[i].arrays(tensors[i]))
             ]
             for i, array in enumerate(arrays):
                 factory.set_input_tensor(array, i)

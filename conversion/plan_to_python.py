@@ -43,7 +43,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from forge.conversion import nnfactory_graph
-from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
+from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.nnfactory_graph import (
     PRECISIONS,
     GraphInput,
@@ -635,17 +635,8 @@ def packed_step_line(
     """A CPU linear on a baked-in weight, as the executor runs it: a `PackedLinear`
     made in `build(W)`, called with the input and bias."""
     label = f"pack{sum(line.startswith('pack') for line in instances)}"
-    x_type = op.input.type
-    assert isinstance(x_type, TensorType)
-    rows = 1
-    for size in x_type.get_shape()[:-1]:
-        rows *= size
-    activation = op.activation.data if isinstance(op, npu.FusedLinearOp) else "none"
-    weight = placeholders.names[op.weight]
-    instances.append(
-        f"{label} = PackedLinear(W[{weight!r}], in_out={npu.weight_in_out(op)}, rows={rows}, "
-        f"activation={activation!r})"
-    )
+    spec = ", ".join(f"{key}={value!r}" for key, value in packed_linear_spec(op).items())
+    instances.append(f"{label} = PackedLinear(W[{placeholders.names[op.weight]!r}], {spec})")
     arguments = names([op.input] + ([op.bias] if op.bias is not None else []))
     return f"{names(op.results)[0]} = {label}({', '.join(arguments)})"
 

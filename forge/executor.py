@@ -406,8 +406,6 @@ def compile_model(
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
     start = time.perf_counter()
-    # Heads go to the CPU only where it packs fp32 weights (PackedLinear); at fp16/int8
-    # the precision applies to every linear, the head included.
     if cpu_head_gflops is None:
         cpu_head_gflops = head_gflops_for(precision)
     report = plan(program.module, cpu_head_gflops=cpu_head_gflops)

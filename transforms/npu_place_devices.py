@@ -34,7 +34,7 @@ from xdsl.utils.arg_spec import ArgSpec
 
 from forge.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC
+from forge.dialects.shapes import numel
 from forge.transforms.pattern_pass import float_options, run_on_functions
 
 CPU_HEAD_GFLOPS = 1.0
@@ -81,12 +81,10 @@ def head_gflops(op: Operation) -> float | None:
     x, y = op.input.type, op.results[0].type
     if not isinstance(x, TensorType) or not isinstance(y, TensorType):
         return None
-    if str(y.get_element_type()) != "f32" or DYNAMIC in (*x.get_shape(), *y.get_shape()):
+    flops = numel([2, *x.get_shape(), *y.get_shape()[-1:]])  # 2 * rows * in * out
+    if str(y.get_element_type()) != "f32" or flops is None:
         return None
-    outputs = 1
-    for size in y.get_shape():
-        outputs *= size
-    return 2 * outputs * x.get_shape()[-1] / 1e9
+    return flops / 1e9
 
 
 def place(function: func.FuncOp, cpu_head_gflops: float = 0.0) -> Placement:
