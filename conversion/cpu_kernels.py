@@ -44,7 +44,7 @@ def resolve_overload(opcode: str) -> torch._ops.OpOverload:
 
 
 def torch_dtype(element: Attribute) -> torch.dtype:
-    from forge.importer import TORCH_DTYPES
+    from forge.dialects.dtypes import TORCH_DTYPES
 
     if element not in TORCH_DTYPES:
         raise NoKernel(f"no torch dtype for element type {element}")

@@ -42,10 +42,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from forge.conversion.cpu_kernels import torch_dtype
+from forge.conversion.nnfactory_backend import PACKAGE, load_backend
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
-from forge.nnfactory import PACKAGE, load_backend
 
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""

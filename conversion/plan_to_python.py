@@ -44,6 +44,7 @@ from xdsl.utils.target import Target
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
+from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import (
     PRECISIONS,
     GraphInput,
@@ -51,13 +52,11 @@ from forge.conversion.nnfactory_graph import (
     build_segment,
     segment_boundary,
 )
-from forge.cost import infer_num_inputs
 from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
+from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.shapes import DYNAMIC
-from forge.executor import WEIGHT_BINDINGS, device_runs, npu_groups
-from forge.nnfactory import PACKAGE
-from forge.reference import entry_function
+from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.transforms.npu_linear_scan import allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
@@ -65,7 +64,6 @@ from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
 PLAN_PRECISIONS = tuple(PRECISIONS)
 """The executor's precisions: fp32, fp16, int8, mixed."""
 
-GRANULARITIES = ("segment", "op")
 
 RESERVED = {
     "torch",
@@ -849,7 +847,7 @@ def plan_to_python(
     imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
     if segments:
         imports += [
-            "from forge.nnfactory import load_backend",
+            "from forge.conversion.nnfactory_backend import load_backend",
             "",
             "NNFactory = load_backend().NNFactory",
         ]

@@ -229,7 +229,7 @@ class ForgeOptMain(xDSLOptMain):
     ) -> None:
         now = time.perf_counter()
         if previous is None and self.args.check_numerics:
-            from forge.numerics import NumericsChecker
+            from forge.devtools.numerics import NumericsChecker
 
             self._numerics = NumericsChecker()
             self._numerics.baseline(module)

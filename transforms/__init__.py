@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
 
-from xdsl.passes import ModulePass
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+
+from forge.diagnostics import ForgeError, one_line
+from forge.dialects.context import make_context
+from forge.transforms.pattern_pass import PassRecord, collect_statistics
 
 T = TypeVar("T")
 
@@ -53,12 +57,10 @@ def _pass_class(module_name: str, pass_name: str) -> type[ModulePass]:
 
 
 def _forge_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    available = {}
-    for pass_name, module_name in FORGE_PASSES.items():
-        if importlib.util.find_spec(f"{__name__}.{module_name}") is None:
-            continue  # not written yet
-        available[pass_name] = lambda m=module_name, p=pass_name: _pass_class(m, p)
-    return available
+    return {
+        pass_name: lambda m=module_name, p=pass_name: _pass_class(m, p)
+        for pass_name, module_name in FORGE_PASSES.items()
+    }
 
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -69,3 +71,21 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     passes = {name: generic[name] for name in GENERIC_XDSL_PASSES}
     passes.update(_forge_passes())
     return passes
+
+
+def build_pipeline(spec: str) -> PassPipeline:
+    try:
+        return PassPipeline.parse_spec(get_all_passes(), spec)
+    except Exception as e:
+        raise ForgeError(f"invalid pass pipeline '{spec}': {one_line(str(e))}") from e
+
+
+def run_pipeline(module: ModuleOp, spec: str, verify: bool = True) -> list[PassRecord]:
+    """Apply `spec` (e.g. "npu-dce,npu-fuse-operators{alpha=0.5}") in place; the records of
+    every pass that ran, in order."""
+    pipeline = build_pipeline(spec)
+    with collect_statistics() as records:
+        pipeline.apply(make_context(), module)
+    if verify:
+        module.verify()
+    return records

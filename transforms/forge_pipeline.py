@@ -1,32 +1,44 @@
-"""forge-pipeline: the whole default pipeline, Phase 2 through Phase 4.
+"""forge-pipeline: the whole default pipeline, Phase 2 through Phase 4, defined once.
 
-npu-optimize (the six Phase-2 passes to a fixed point), then npu-place-devices,
-npu-schedule-affinity, npu-assign-vregs, npu-liveness and npu-linear-scan.
+npu-optimize (the six Phase-2 passes to a fixed point), then npu-assign-precision
+(when a precision other than fp32 is asked), npu-place-devices, npu-schedule-affinity,
+npu-assign-vregs, npu-liveness and npu-linear-scan.
 
 Scheduling runs before vregs, liveness and allocation, not after them as the paper
 lists it: positions, live intervals and buffer sharing are properties of one op
 order, so they are computed on the final one (npu-schedule-affinity refuses to
-reorder IR that already carries them). `forge.pipeline.plan()` runs the same steps
-from Python and returns every report.
+reorder IR that already carries them).
+
+This list is the only definition of the default pipeline: `forge-opt -p
+forge-pipeline`, `plan()` (and through it `forge compile`, `forge plan`, `forge
+ablate`, `forge autotune`) all run it. `skip` removes passes by name, Phase-2 ones
+included, which is how `forge ablate` builds its variants.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Self
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
+from forge.dialects.context import make_context
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
-from forge.transforms.npu_linear_scan import NpuLinearScanPass
-from forge.transforms.npu_liveness import NpuLivenessPass
-from forge.transforms.npu_optimize import NpuOptimizePass
-from forge.transforms.npu_place_devices import NpuPlaceDevicesPass
-from forge.transforms.npu_schedule_affinity import NpuScheduleAffinityPass
-from forge.transforms.pattern_pass import float_options
+from forge.transforms.npu_linear_scan import AllocationReport, NpuLinearScanPass
+from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
+from forge.transforms.npu_optimize import PHASE2_PASSES, NpuOptimizePass, OptimizeReport
+from forge.transforms.npu_place_devices import NpuPlaceDevicesPass, Placement
+from forge.transforms.npu_schedule_affinity import NpuScheduleAffinityPass, ScheduleReport
+from forge.transforms.pattern_pass import (
+    PassRecord,
+    PassReport,
+    collect_reports,
+    collect_statistics,
+    float_options,
+)
 
 PHASE34_PASSES = (
     "npu-place-devices",
@@ -49,10 +61,20 @@ class ForgePipelinePass(ModulePass):
     """auto | contiguous | channels-last."""
     cpu_head_gflops: float = 0.0
     """npu-place-devices: heads of at least this many GFLOP run on the CPU (0: none)."""
+    skip: tuple[str, ...] = ()
+    """Passes to leave out, by name (Phase-2 passes or Phase 3-4 passes)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))
+        skip = (self.skip,) if isinstance(self.skip, str) else tuple(self.skip)
+        object.__setattr__(self, "skip", skip)
+        known = (*PHASE2_PASSES, *PHASE34_PASSES)
+        unknown = [name for name in skip if name not in known]
+        if unknown:
+            raise ValueError(
+                f"cannot skip {', '.join(unknown)} (passes of forge-pipeline: {', '.join(known)})"
+            )
         self.passes()  # validate the options now
 
     @classmethod
@@ -60,15 +82,68 @@ class ForgePipelinePass(ModulePass):
         return super().from_spec(float_options(spec, "alpha", "cpu_head_gflops"))
 
     def passes(self) -> list[ModulePass]:
-        return [
-            NpuOptimizePass(iterations=self.iterations, alpha=self.alpha, layout=self.layout),
+        """The pipeline, in order, without the skipped passes."""
+        phase2_skip = tuple(name for name in self.skip if name in PHASE2_PASSES)
+        passes: list[ModulePass] = [
+            NpuOptimizePass(
+                iterations=self.iterations, alpha=self.alpha, layout=self.layout, skip=phase2_skip
+            ),
             NpuPlaceDevicesPass(cpu_head_gflops=self.cpu_head_gflops),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),
             NpuLivenessPass(),
             NpuLinearScanPass(),
         ]
+        return [p for p in passes if p.name not in self.skip]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in self.passes():
             p.apply(ctx, op)
+
+
+def phase2_of(pipeline: ForgePipelinePass) -> list[ModulePass]:
+    """One Phase-2 round of `pipeline` (what its npu-optimize iterates), for drivers
+    that schedule the Phase-2 passes themselves (the autotuner shares work across
+    configurations)."""
+    optimize = next(p for p in pipeline.passes() if isinstance(p, NpuOptimizePass))
+    return optimize.passes()
+
+
+@dataclass
+class PlanReport:
+    """What each pass of forge-pipeline reported for one function; a skipped pass's
+    report is None."""
+
+    optimize: OptimizeReport
+    placement: Placement | None
+    schedule: ScheduleReport | None
+    liveness: Liveness | None
+    allocation: AllocationReport | None
+    phase34_seconds: float
+    records: list[PassRecord]
+    """Every pass run, in order (as `--pass-statistics` prints them)."""
+
+    @classmethod
+    def from_runs(cls, records: list[PassRecord], reports: list[PassReport]) -> PlanReport:
+        found: dict[str, Any] = {}
+        for entry in reports:
+            found.setdefault(entry.name, entry.report)
+        seconds = sum(r.seconds for r in records if r.name in PHASE34_PASSES)
+        return cls(
+            found["npu-optimize"],
+            found.get("npu-place-devices"),
+            found.get("npu-schedule-affinity"),
+            found.get("npu-liveness"),
+            found.get("npu-linear-scan"),
+            seconds,
+            records,
+        )
+
+
+def plan(module: ModuleOp, **options: Any) -> PlanReport:
+    """Run forge-pipeline (its options as keywords) in place on `module` and return
+    every pass's report."""
+    pipeline = ForgePipelinePass(**options)
+    with collect_statistics() as records, collect_reports() as reports:
+        pipeline.apply(make_context(), module)
+    return PlanReport.from_runs(records, reports)

@@ -36,8 +36,8 @@ from xdsl.traits import is_side_effect_free
 
 from forge.conversion.cpu_kernels import NoKernel, cpu_kernel
 from forge.dialects import npu
+from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, normalize_dim, numel, shape_of
-from forge.importer import TORCH_DTYPES
 from forge.transforms.pattern_pass import NpuPatternPass
 
 # ----------------------------------------------------------------------- helpers

@@ -316,4 +316,4 @@ class NpuLinearScanPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = cast(Policy, self.policy)
-        run_on_functions(self.name, op, lambda f: allocate(f, policy).buffers)
+        run_on_functions(self.name, op, lambda f: allocate(f, policy), lambda r: r.buffers)

@@ -173,4 +173,4 @@ class NpuLivenessPass(ModulePass):
     name = "npu-liveness"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_on_functions(self.name, op, lambda f: len(annotate_liveness(f).intervals))
+        run_on_functions(self.name, op, annotate_liveness, lambda r: len(r.intervals))

@@ -18,16 +18,32 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
-from forge.transforms.pattern_pass import PassRecord, collect_statistics, count_ops, float_options
-
-PHASE2_PASSES = (
-    "npu-dce",
-    "npu-cse",
-    "npu-fold-constants",
-    "npu-fuse-attention",
-    "npu-fuse-operators",
-    "npu-optimize-layout",
+from forge.dialects.context import make_context
+from forge.transforms.npu_cse import NpuCSEPass
+from forge.transforms.npu_dce import NpuDCEPass
+from forge.transforms.npu_fold_constants import NpuFoldConstantsPass
+from forge.transforms.npu_fuse_attention import NpuFuseAttentionPass
+from forge.transforms.npu_fuse_operators import NpuFuseOperatorsPass
+from forge.transforms.npu_optimize_layout import NpuOptimizeLayoutPass
+from forge.transforms.pattern_pass import (
+    PassRecord,
+    collect_statistics,
+    count_ops,
+    float_options,
+    publish,
 )
+
+PHASE2: tuple[type[ModulePass], ...] = (
+    NpuDCEPass,
+    NpuCSEPass,
+    NpuFoldConstantsPass,
+    NpuFuseAttentionPass,
+    NpuFuseOperatorsPass,
+    NpuOptimizeLayoutPass,
+)
+"""The six Phase-2 passes, in the order each round runs them."""
+
+PHASE2_PASSES = tuple(p.name for p in PHASE2)
 
 
 @dataclass
@@ -65,26 +81,6 @@ class OptimizeReport:
         return "\n".join(lines)
 
 
-def phase2_passes(alpha: float, layout: str, skip: Iterable[str] = ()) -> list[ModulePass]:
-    from forge.transforms.npu_cse import NpuCSEPass
-    from forge.transforms.npu_dce import NpuDCEPass
-    from forge.transforms.npu_fold_constants import NpuFoldConstantsPass
-    from forge.transforms.npu_fuse_attention import NpuFuseAttentionPass
-    from forge.transforms.npu_fuse_operators import NpuFuseOperatorsPass
-    from forge.transforms.npu_optimize_layout import NpuOptimizeLayoutPass
-
-    passes: list[ModulePass] = [
-        NpuDCEPass(),
-        NpuCSEPass(),
-        NpuFoldConstantsPass(),
-        NpuFuseAttentionPass(),
-        NpuFuseOperatorsPass(alpha=alpha),
-        NpuOptimizeLayoutPass(layout=layout),
-    ]
-    skipped = set(skip)
-    return [p for p in passes if p.name not in skipped]
-
-
 def optimize(
     module: ModuleOp,
     iterations: int = 2,
@@ -93,31 +89,9 @@ def optimize(
     skip: Iterable[str] = (),
     ctx: Context | None = None,
 ) -> OptimizeReport:
-    """Run Phase 2 in place on `module`; `skip` names passes to leave out (ablation)."""
-    from forge.pipeline import make_context
-
-    ctx = ctx or make_context()
-    passes = phase2_passes(alpha, layout, skip)
-    before = count_ops(module)
-    start = time.perf_counter()
-    rounds = 0
-    with collect_statistics() as runs:
-        for _ in range(iterations):
-            rounds += 1
-            first = len(runs)
-            for p in passes:
-                p.apply(ctx, module)
-            if not any(r.rewrites for r in runs[first:]):
-                break
-    rows: dict[str, PassRecord] = {}
-    for run in runs:
-        row = rows.setdefault(run.name, PassRecord(run.name, 0, run.ops_before, 0, 0.0))
-        row.rewrites += run.rewrites
-        row.ops_after = run.ops_after
-        row.seconds += run.seconds
-    return OptimizeReport(
-        list(rows.values()), rounds, before, count_ops(module), time.perf_counter() - start, runs
-    )
+    """Run Phase 2 (npu-optimize) in place on `module`; `skip` names passes to leave out."""
+    pass_ = NpuOptimizePass(iterations=iterations, alpha=alpha, layout=layout, skip=tuple(skip))
+    return pass_.run(ctx or make_context(), module)
 
 
 @dataclass(frozen=True)
@@ -132,17 +106,65 @@ class NpuOptimizePass(ModulePass):
     """Operator-fusion aggressiveness in [0, 1], passed to npu-fuse-operators."""
     layout: str = "auto"
     """auto | contiguous | channels-last, passed to npu-optimize-layout."""
+    skip: tuple[str, ...] = ()
+    """Phase-2 passes to leave out (ablation)."""
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be at least 1, got {self.iterations}")
         object.__setattr__(self, "alpha", float(self.alpha))
-        phase2_passes(self.alpha, self.layout)  # validates alpha and layout now, not later
+        skip = (self.skip,) if isinstance(self.skip, str) else tuple(self.skip)
+        object.__setattr__(self, "skip", skip)
+        unknown = [name for name in skip if name not in PHASE2_PASSES]
+        if unknown:
+            raise ValueError(
+                f"cannot skip {', '.join(unknown)} (Phase-2 passes: {', '.join(PHASE2_PASSES)})"
+            )
+        self.passes()  # validates alpha and layout now, not later
 
     @classmethod
     def from_spec(cls, spec: ArgSpec) -> Self:
         return super().from_spec(float_options(spec, "alpha"))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    def passes(self) -> list[ModulePass]:
+        """One round: the Phase-2 passes in order, without the skipped ones."""
+        options: dict[type[ModulePass], dict[str, object]] = {
+            NpuFuseOperatorsPass: {"alpha": self.alpha},
+            NpuOptimizeLayoutPass: {"layout": self.layout},
+        }
+        return [p(**options.get(p, {})) for p in PHASE2 if p.name not in self.skip]
+
+    def run(self, ctx: Context, module: ModuleOp) -> OptimizeReport:
+        """Rounds of `passes()` until one rewrites nothing; the report is also published."""
+        passes = self.passes()
+        before = count_ops(module)
+        start = time.perf_counter()
+        rounds = 0
         # The sub-pass records reach any enclosing collect_statistics() scope directly.
-        optimize(op, self.iterations, self.alpha, self.layout, ctx=ctx)
+        with collect_statistics() as runs:
+            for _ in range(self.iterations):
+                rounds += 1
+                first = len(runs)
+                for p in passes:
+                    p.apply(ctx, module)
+                if not any(r.rewrites for r in runs[first:]):
+                    break
+        rows: dict[str, PassRecord] = {}
+        for run in runs:
+            row = rows.setdefault(run.name, PassRecord(run.name, 0, run.ops_before, 0, 0.0))
+            row.rewrites += run.rewrites
+            row.ops_after = run.ops_after
+            row.seconds += run.seconds
+        report = OptimizeReport(
+            list(rows.values()),
+            rounds,
+            before,
+            count_ops(module),
+            time.perf_counter() - start,
+            runs,
+        )
+        publish(self.name, report)
+        return report
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.run(ctx, op)

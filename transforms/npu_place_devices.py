@@ -1,6 +1,6 @@
 """npu-place-devices: set each op's `device` from the op-capability table.
 
-An op goes to the NPU when `forge.capabilities` says NNFactory can run it (opcode,
+An op goes to the NPU when `forge.conversion.capabilities` says NNFactory can run it (opcode,
 element types, ranks, static shapes, op-specific checks), and to the CPU otherwise.
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
 stays on the device of the value it moves when that value comes from the CPU, and a
@@ -14,7 +14,7 @@ the end of the program this costs one NPU->CPU transition and no return trip. In
 the program the same move would cost two transitions per linear and a thread-pool
 hand-over each time (measured 1.4-1.5x slower), so only heads move. The option depends
 on the target, so the pass leaves it off; `compile_model` sets it to `CPU_HEAD_GFLOPS`
-at fp32 where MKL is present (`forge.executor.head_gflops_for`).
+at fp32 where MKL is present (`forge.runtime.executor.head_gflops_for`).
 `placement_report()` says why each CPU op is there.
 """
 
@@ -32,7 +32,7 @@ from xdsl.ir import BlockArgument, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
-from forge.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
+from forge.conversion.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
 from forge.dialects.shapes import numel
 from forge.transforms.pattern_pass import float_options, run_on_functions
@@ -137,8 +137,9 @@ class NpuPlaceDevicesPass(ModulePass):
         return super().from_spec(float_options(spec, "cpu_head_gflops"))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        def placed_ops(function: func.FuncOp) -> int:
-            placement = place(function, self.cpu_head_gflops)
-            return placement.npu_ops + placement.cpu_ops
-
-        run_on_functions(self.name, op, placed_ops)
+        run_on_functions(
+            self.name,
+            op,
+            lambda f: place(f, self.cpu_head_gflops),
+            lambda placement: placement.npu_ops + placement.cpu_ops,
+        )

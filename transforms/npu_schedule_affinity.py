@@ -320,4 +320,4 @@ class NpuScheduleAffinityPass(ModulePass):
             raise ValueError(f"rule must be one of {', '.join(RULES)}, got '{self.rule}'")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_on_functions(self.name, op, lambda f: schedule(f, self.rule).moved)
+        run_on_functions(self.name, op, lambda f: schedule(f, self.rule), lambda r: r.moved)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -29,6 +29,8 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.arg_spec import ArgSpec
 
+R = TypeVar("R")
+
 
 @dataclass
 class PassRecord:
@@ -39,7 +41,17 @@ class PassRecord:
     seconds: float
 
 
+@dataclass(frozen=True)
+class PassReport:
+    """What one run of a pass found (an analysis result, a placement, an allocation):
+    how a pass hands its report to whoever ran it, whatever the driver."""
+
+    name: str
+    report: Any
+
+
 _COLLECTORS: ContextVar[tuple[list[PassRecord], ...]] = ContextVar("collectors", default=())
+_REPORTS: ContextVar[tuple[list[PassReport], ...]] = ContextVar("reports", default=())
 
 
 @contextmanager
@@ -51,6 +63,22 @@ def collect_statistics() -> Iterator[list[PassRecord]]:
         yield records
     finally:
         _COLLECTORS.reset(token)
+
+
+@contextmanager
+def collect_reports() -> Iterator[list[PassReport]]:
+    """Collect the reports every pass run inside the `with` block publishes (nests)."""
+    reports: list[PassReport] = []
+    token = _REPORTS.set((*_REPORTS.get(), reports))
+    try:
+        yield reports
+    finally:
+        _REPORTS.reset(token)
+
+
+def publish(name: str, report: Any) -> None:
+    for reports in _REPORTS.get():
+        reports.append(PassReport(name, report))
 
 
 def format_statistics(records: Sequence[PassRecord]) -> str:
@@ -105,15 +133,24 @@ def _count_nested(op: Operation) -> int:
     return count
 
 
-def run_on_functions(name: str, module: ModuleOp, transform: Callable[[func.FuncOp], int]) -> int:
-    """Apply `transform` to every function with a body; record its summed count (what
-    the pass reports as rewrites) with the op counts and time, like `run_patterns`."""
+def run_on_functions(
+    name: str,
+    module: ModuleOp,
+    transform: Callable[[func.FuncOp], R],
+    count: Callable[[R], int] = int,
+) -> int:
+    """Apply `transform` to every function with a body and publish each result as the
+    pass's report; record the summed `count(result)` (what the pass reports as
+    rewrites) with the op counts and time, like `run_patterns`."""
     before = count_ops(module)
     start = time.perf_counter()
     functions = [f for f in module.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
-    count = sum(transform(f) for f in functions)
-    record(PassRecord(name, count, before, count_ops(module), time.perf_counter() - start))
-    return count
+    results = [transform(f) for f in functions]
+    total = sum(count(r) for r in results)
+    record(PassRecord(name, total, before, count_ops(module), time.perf_counter() - start))
+    for result in results:
+        publish(name, result)
+    return total
 
 
 class CountingApplier(RewritePattern):

@@ -34,7 +34,7 @@ func.func @unplaced(%x: tensor<4xf32>) -> tensor<4xf32> {
 // An NPU-placed op NNFactory cannot lower runs on the CPU, as in the executor.
 // RUN: forge-opt %s --split-input-file --verify-diagnostics -t python | filecheck %s --check-prefix=FALLBACK
 // FALLBACK:      0 NNFactory segment(s) of 0 op(s), 1 CPU callable(s)
-// FALLBACK-NOT:  from forge.nnfactory import load_backend
+// FALLBACK-NOT:  from forge.conversion.nnfactory_backend import load_backend
 // FALLBACK:      def run(x):
 // FALLBACK-NEXT:   # cpu: npu.generic "aten.cumsum.default" @ line {{[0-9]+}} (placed on the NPU; NNFactory cannot lower it: no NNFactory lowering for 'npu.generic')
 // FALLBACK-NEXT:   v0 = torch.ops.aten.cumsum.default(x, 0)

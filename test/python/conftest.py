@@ -10,11 +10,12 @@ import pytest
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
-from forge import models
-from forge.capture import capture
-from forge.importer import ImportedProgram, import_program
-from forge.numerics import Agreement, compare
-from forge.reference import ReferenceExecutor, entry_function
+from forge.devtools.numerics import Agreement, compare
+from forge.dialects.context import entry_function
+from forge.frontend import models
+from forge.frontend.capture import capture
+from forge.frontend.importer import ImportedProgram, import_program
+from forge.runtime.reference import ReferenceExecutor
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.ablate import ABLATIONS, ablate, mean_ms
 from forge.cli import main
 from forge.diagnostics import ForgeError
 from forge.transforms.npu_optimize import PHASE2_PASSES
+from forge.tuning.ablate import ABLATIONS, ablate, mean_ms
 
 
 def test_one_row_per_removed_pass_after_the_full_pipeline() -> None:

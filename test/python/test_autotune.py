@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.autotune import ALPHAS, DEFAULT, LAYOUTS, PRECISIONS, Config, grid, sweep
 from forge.cli import main
-from forge.cost import CostModel, analyze
 from forge.diagnostics import ForgeError
 from forge.transforms.npu_optimize import optimize
+from forge.tuning.autotune import ALPHAS, DEFAULT, LAYOUTS, PRECISIONS, Config, grid, sweep
+from forge.tuning.cost import CostModel, analyze
 
 
 def test_default_grid_is_alpha_layout_precision_at_two_rounds() -> None:
@@ -101,8 +101,8 @@ def test_cli_prints_sweep_time_best_and_gain(capsys: pytest.CaptureFixture[str])
 def test_mixed_is_priced_from_the_measured_assignment() -> None:
     """pi = mixed uses the per-layer sensitivity assignment, measured once per model; it
     prices like the same attributes written into the planned graph."""
-    from forge.autotune import apply_assignment, mixed_assignment
-    from forge.numerics import ordered_inputs
+    from forge.frontend.loading import ordered_inputs
+    from forge.tuning.autotune import apply_assignment, mixed_assignment
 
     tiny = load_tiny("gpt2")
     program = tiny.program

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from forge import bench
-from forge.bench import BackendResult, BenchReport, run_bench
+from forge.devtools import bench
+from forge.devtools.bench import BackendResult, BenchReport, run_bench
 from forge.diagnostics import ForgeError
 
 

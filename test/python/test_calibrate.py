@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forge.autotune import Config
-from forge.calibrate import (
+from forge.cli import main
+from forge.diagnostics import ForgeError
+from forge.tuning.autotune import Config
+from forge.tuning.calibrate import (
     FITS,
     Point,
     calibrate,
@@ -21,9 +23,7 @@ from forge.calibrate import (
     spearman,
     split,
 )
-from forge.cli import main
-from forge.cost import FEATURES, CostModel, Features
-from forge.diagnostics import ForgeError
+from forge.tuning.cost import FEATURES, CostModel, Features
 
 
 def test_ranks_average_ties() -> None:

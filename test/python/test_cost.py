@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from forge.cost import (
+from forge.diagnostics import ForgeError
+from forge.dialects.context import entry_function, infer_num_inputs, parse_module
+from forge.transforms import run_pipeline
+from forge.tuning.cost import (
     FEATURES,
     MIB,
     CostModel,
@@ -16,11 +19,7 @@ from forge.cost import (
     cei,
     cei_from_latency,
     features,
-    infer_num_inputs,
 )
-from forge.diagnostics import ForgeError
-from forge.pipeline import parse_module, run_pipeline
-from forge.reference import entry_function
 
 LINEAR_RELU = """
 func.func @f(%x: tensor<4x8xf32>, %l.weight: tensor<16x8xf32>, %l.bias: tensor<16xf32>,

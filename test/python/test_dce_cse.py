@@ -6,8 +6,8 @@ import pytest
 from conftest import load_tiny
 
 from forge.dialects import npu
-from forge.models import SPECS
-from forge.pipeline import run_pipeline
+from forge.frontend.models import SPECS
+from forge.transforms import run_pipeline
 from forge.transforms.pattern_pass import count_ops
 
 

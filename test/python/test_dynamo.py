@@ -7,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from forge import models
 from forge.conversion import nnfactory_graph
+from forge.frontend import models
 
 
 @pytest.mark.parametrize("name", list(models.SPECS))

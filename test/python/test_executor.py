@@ -12,11 +12,12 @@ import pytest
 import torch
 from conftest import load_tiny
 
+from forge.devtools.numerics import compare, eager_outputs
+from forge.frontend.loading import ordered_inputs
 from forge.diagnostics import ForgeError
-from forge.executor import CompiledNPUExecutor, compile_model
-from forge.numerics import compare, eager_outputs, ordered_inputs
-from forge.pipeline import PlanReport, plan
-from forge.reference import entry_function
+from forge.dialects.context import entry_function
+from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.transforms.forge_pipeline import PlanReport, plan
 
 MODELS = ["gpt2", "llama-3.2-1b"]
 FP32_ABS = 1e-4

@@ -6,7 +6,8 @@ import pytest
 from conftest import load_tiny
 
 from forge.dialects import npu
-from forge.pipeline import parse_module, run_pipeline
+from forge.dialects.context import parse_module
+from forge.transforms import run_pipeline
 from forge.transforms.pattern_pass import count_ops
 
 MODELS = ["gpt2", "granite-350m", "qwen2-0.5b", "llama-3.2-1b", "lfm2-2.6b", "llama-3.1-8b"]

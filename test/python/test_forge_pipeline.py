@@ -6,10 +6,10 @@ import pytest
 from conftest import load_tiny
 
 from forge.dialects import npu
-from forge.models import SPECS
-from forge.pipeline import plan, run_pipeline
-from forge.reference import entry_function
-from forge.transforms.forge_pipeline import PHASE34_PASSES
+from forge.dialects.context import entry_function
+from forge.frontend.models import SPECS
+from forge.transforms import run_pipeline
+from forge.transforms.forge_pipeline import PHASE34_PASSES, plan
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_schedule_affinity import check_schedule
 

@@ -9,10 +9,11 @@ import torch
 from conftest import load_tiny
 
 from forge.dialects import npu
+from forge.dialects.context import entry_function, parse_module
 from forge.dialects.shapes import element_type, is_bool, shape_of
-from forge.models import SPECS
-from forge.pipeline import parse_module, run_pipeline
-from forge.reference import ReferenceExecutor, entry_function
+from forge.frontend.models import SPECS
+from forge.runtime.reference import ReferenceExecutor
+from forge.transforms import run_pipeline
 
 MODELS = ["gpt2", "granite-350m", "qwen2-0.5b", "llama-3.2-1b", "lfm2-2.6b", "llama-3.1-8b"]
 

@@ -7,7 +7,7 @@ from conftest import load_tiny
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
-from forge.pipeline import run_pipeline
+from forge.transforms import run_pipeline
 from forge.transforms.npu_fuse_operators import NpuFuseOperatorsPass
 from forge.transforms.pattern_pass import count_ops
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.fuzz import fuzz, run_case
+from forge.tools.fuzz_ir import fuzz, run_case
 from forge.transforms.npu_dce import NpuDCEPass
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@ segments + CPU callables) match eager PyTorch."""
 
 from __future__ import annotations
 
-from forge.fuzz_models import RandomModule, fuzz_models
+from forge.devtools.fuzz_models import RandomModule, fuzz_models
 
 
 def test_random_modules_match_eager() -> None:

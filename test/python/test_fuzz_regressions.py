@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.fuzz_models import check, load_spec
+from forge.devtools.fuzz_models import check, load_spec
 
 SAVED = sorted((Path(__file__).parent / "regressions" / "models").glob("*.json"))
 

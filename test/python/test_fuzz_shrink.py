@@ -11,13 +11,21 @@ from pathlib import Path
 
 import pytest
 
-import forge.executor
-from forge import fuzz_models as fm
+import forge.runtime.executor
 from forge.cli import main
+from forge.devtools import fuzz_models as fm
+from forge.tools.fuzz_ir import (
+    ddmin,
+    fuzz,
+    lit_test,
+    run_case,
+    shrink_case,
+    shrink_lines,
+    signature,
+)
+from forge.devtools.fuzz_models import BlockSpec, ModelSpec
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
-from forge.fuzz import ddmin, fuzz, lit_test, run_case, shrink_case, shrink_lines, signature
-from forge.fuzz_models import BlockSpec, ModelSpec
 from forge.transforms.npu_dce import NpuDCEPass
 
 EXP = (
@@ -105,7 +113,7 @@ def test_the_grammar_keeps_its_coverage() -> None:
 
 def _break_cpu_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
     """Masked attention runs on the CPU; scale its kernel's output so it is wrong."""
-    original = forge.executor.cpu_kernel
+    original = forge.runtime.executor.cpu_kernel
 
     def broken(op: object) -> object:
         kernel = original(op)
@@ -113,7 +121,7 @@ def _break_cpu_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
             return lambda *args: kernel(*args) * 1.5
         return kernel
 
-    monkeypatch.setattr(forge.executor, "cpu_kernel", broken)
+    monkeypatch.setattr(forge.runtime.executor, "cpu_kernel", broken)
 
 
 def test_a_broken_kernel_is_found_shrunk_and_saved(

@@ -15,12 +15,13 @@ from xdsl.dialects.builtin import Builtin
 from xdsl.dialects.func import Func
 from xdsl.parser import Parser
 
-from forge import models
-from forge.capture import CaptureError, capture
+from forge.devtools.numerics import compare
 from forge.dialects import npu
-from forge.importer import import_program
-from forge.numerics import compare
-from forge.reference import ReferenceExecutor, entry_function
+from forge.dialects.context import entry_function
+from forge.frontend import models
+from forge.frontend.capture import CaptureError, capture
+from forge.frontend.importer import import_program
+from forge.runtime.reference import ReferenceExecutor
 
 
 def import_tiny(name: str, seq: int = 16):
@@ -159,7 +160,7 @@ def test_dynamic_shapes_fail_with_a_clear_error() -> None:
     importer says so in one line instead of producing wrong IR."""
     from torch.export import Dim
 
-    from forge.importer import UnsupportedGraph
+    from forge.frontend.importer import UnsupportedGraph
 
     model = models.build_model("gpt2", tiny=True)
     args, kwargs = models.example_inputs(model, seq=16)

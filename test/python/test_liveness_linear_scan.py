@@ -28,7 +28,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, element_type, shape_of
-from forge.pipeline import run_pipeline
+from forge.transforms import run_pipeline
 from forge.transforms.npu_linear_scan import (
     ALIGNMENT,
     NO_BUFFER,

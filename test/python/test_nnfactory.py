@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from forge.nnfactory import load_backend, smoke_test
+from forge.conversion.nnfactory_backend import load_backend
+from forge.runtime.doctor import smoke_test
 
 
 def test_linear_gelu_softmax_matches_torch() -> None:
@@ -57,7 +58,7 @@ def test_wrong_weights_are_detected() -> None:
 def test_backend_import_skips_package_root() -> None:
     """Loading NNFactory must not pull transformers/neural-compressor via the package root."""
     code = (
-        "import sys; from forge.nnfactory import load_backend; load_backend(); "
+        "import sys; from forge.conversion.nnfactory_backend import load_backend; load_backend(); "
         "print('neural_compressor' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -25,9 +25,10 @@ from forge.conversion.nnfactory_graph import (
     quantize_int8,
     segment_boundary,
 )
-from forge.numerics import compare
-from forge.pipeline import parse_module, plan
-from forge.reference import ReferenceExecutor, entry_function
+from forge.devtools.numerics import compare
+from forge.dialects.context import entry_function, parse_module
+from forge.runtime.reference import ReferenceExecutor
+from forge.transforms.forge_pipeline import plan
 
 FP32_ABS = 1e-4
 FP16_REL = 2e-2

@@ -16,10 +16,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel
+from forge.frontend.loading import ordered_inputs
 from forge.dialects import npu
-from forge.numerics import ordered_inputs
-from forge.pipeline import run_pipeline
-from forge.reference import entry_function
+from forge.dialects.context import entry_function
+from forge.transforms import run_pipeline
 from forge.transforms.npu_optimize_layout import (
     ATEN_VIEW_OPCODES,
     CONTIGUOUS,
@@ -151,7 +151,7 @@ def test_inserts_where_needed() -> None:
 def test_auto_copies_strided_views_of_arguments() -> None:
     """A transposed weight entering from torch is copied under auto: NNFactory reads
     argument buffers as they are."""
-    from forge.pipeline import parse_module
+    from forge.dialects.context import parse_module
 
     module = parse_module(
         "func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x4xf32>) -> tensor<4x8xf32> {\n"

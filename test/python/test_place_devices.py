@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.capabilities import Capability, register_capability, unregister_capability
+from forge.conversion.capabilities import Capability, register_capability, unregister_capability
 from forge.dialects import npu
-from forge.models import SPECS
-from forge.pipeline import parse_module
-from forge.reference import entry_function
+from forge.dialects.context import entry_function, parse_module
+from forge.frontend.models import SPECS
 from forge.transforms.npu_optimize import optimize
 from forge.transforms.npu_place_devices import place
 

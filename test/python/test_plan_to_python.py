@@ -15,14 +15,14 @@ from conftest import TinyModel, load_tiny
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
+from forge.conversion.nnfactory_backend import NNFactoryUnavailable
 from forge.conversion.plan_to_python import plan_to_python
-from forge.executor import CompiledNPUExecutor
-from forge.nnfactory import NNFactoryUnavailable
-from forge.numerics import ordered_inputs
-from forge.pipeline import plan
-from forge.precision import linear_ops
-from forge.reference import entry_function
+from forge.frontend.loading import ordered_inputs
+from forge.dialects.context import entry_function
+from forge.runtime.executor import CompiledNPUExecutor
+from forge.runtime.precision import linear_ops
 from forge.tools.forge_opt import main
+from forge.transforms.forge_pipeline import plan
 
 SAMPLE = Path(__file__).parents[1] / "samples" / "gpt2_attention.mlir"
 

@@ -6,12 +6,13 @@ import pytest
 import torch
 from conftest import load_tiny
 
+from forge.devtools.numerics import agreement, eager_outputs
+from forge.frontend.loading import ordered_inputs
 from forge.diagnostics import ForgeError
-from forge.executor import CompiledNPUExecutor
-from forge.numerics import agreement, eager_outputs, ordered_inputs
-from forge.pipeline import plan
-from forge.precision import assign_mixed_precision, linear_ops, measure_sensitivity
-from forge.reference import entry_function
+from forge.dialects.context import entry_function
+from forge.runtime.executor import CompiledNPUExecutor
+from forge.runtime.precision import assign_mixed_precision, linear_ops, measure_sensitivity
+from forge.transforms.forge_pipeline import plan
 
 
 def planned_gpt2():

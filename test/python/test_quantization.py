@@ -11,11 +11,12 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from forge.conversion.nnfactory_graph import LINEAR_OPS, graph_input, quantize_int8
+from forge.devtools.numerics import agreement, eager_outputs
+from forge.frontend.loading import ordered_inputs
 from forge.dialects import npu
-from forge.executor import CompiledNPUExecutor
-from forge.numerics import agreement, eager_outputs, ordered_inputs
-from forge.pipeline import parse_module, plan
-from forge.reference import entry_function
+from forge.dialects.context import entry_function, parse_module
+from forge.runtime.executor import CompiledNPUExecutor
+from forge.transforms.forge_pipeline import plan
 
 LINEAR_AND_ADDMM = """
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,

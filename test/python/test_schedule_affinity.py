@@ -29,10 +29,10 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.dialects.context import entry_function
 from forge.dialects.shapes import element_type, is_float
-from forge.models import SPECS
-from forge.pipeline import run_pipeline
-from forge.reference import entry_function
+from forge.frontend.models import SPECS
+from forge.transforms import run_pipeline
 from forge.transforms.npu_optimize import optimize
 from forge.transforms.npu_schedule_affinity import (
     DEVICES,

@@ -11,14 +11,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import time
 import warnings
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-
-import numpy as np
 
 from forge.diagnostics import ForgeError
 
@@ -56,51 +52,3 @@ def load_backend() -> ModuleType:
 def device_name() -> str:
     """Where NNFactory graphs execute on this machine."""
     return "NPU" if load_backend().npu_available() else "CPU (OpenVINO CPU plugin; no NPU found)"
-
-
-@dataclass(frozen=True)
-class SmokeResult:
-    max_abs_error: float
-    tolerance: float
-    compile_seconds: float
-    run_seconds: float
-    device: str
-
-    @property
-    def ok(self) -> bool:
-        return self.max_abs_error <= self.tolerance
-
-    def summary(self) -> str:
-        verdict = "ok" if self.ok else "MISMATCH"
-        return (
-            f"NNFactory linear->gelu->softmax on {self.device}: {verdict} "
-            f"(max-abs error {self.max_abs_error:.2e} vs torch, tolerance {self.tolerance:.0e}; "
-            f"compile {self.compile_seconds * 1e3:.1f} ms, run {self.run_seconds * 1e3:.2f} ms)"
-        )
-
-
-def smoke_test(batch: int = 8, in_features: int = 64, out_features: int = 32) -> SmokeResult:
-    """Build, compile and run linear -> gelu -> softmax with NNFactory; compare with torch."""
-    import torch
-
-    backend = load_backend()
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, in_features)).astype(np.float16)
-    w = (rng.standard_normal((out_features, in_features)) / in_features**0.5).astype(np.float16)
-    b = rng.standard_normal((1, out_features)).astype(np.float16)
-
-    factory = backend.NNFactory()
-    node = factory.parameter((batch, in_features), np.float16)
-    node = factory.linear(node, out_features, in_features, bias=True)
-    node = factory.gelu_erf(node)
-    factory.softmax(node, -1)
-    start = time.perf_counter()
-    factory.compile()
-    compiled = time.perf_counter()
-    out = factory.run(x, (w, b))
-    ran = time.perf_counter()
-
-    xt, wt, bt = (torch.from_numpy(a).float() for a in (x, w, b))
-    expected = torch.softmax(torch.nn.functional.gelu(xt @ wt.T + bt), dim=-1)
-    error = float(np.abs(out.astype(np.float32) - expected.numpy()).max())
-    return SmokeResult(error, 1e-3, compiled - start, ran - compiled, device_name())

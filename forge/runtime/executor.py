@@ -35,41 +35,13 @@ from forge.conversion.cpu_kernels import (
     torch_dtype,
 )
 from forge.conversion.nnfactory_graph import PRECISIONS, NoNpuLowering, Segment, build_segment
+from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
-from forge.reference import entry_function
+from forge.dialects.context import entry_function
 from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
-
-GRANULARITIES = ("segment", "op")
-WEIGHT_BINDINGS = ("constants", "parameters")
-"""How weights reach NNFactory graphs: baked in as constants when the graph is built
-(OpenVINO pre-packs them; the default), or bound as parameters at every call (graphs
-of identical layers then share one compile, as `granularity="op"` benefits from)."""
-
-
-def device_runs(function: func.FuncOp) -> Iterator[tuple[str, list[Operation]]]:
-    """The body in schedule order as ("npu", a maximal run of NPU ops) and ("cpu", [op])
-    items. Shared with `forge.conversion.plan_to_python`, so the printed plan has the
-    executed plan's steps."""
-    run: list[Operation] = []
-    for op in body_ops(function.body.block):
-        if device_of(op) == "npu":
-            run.append(op)
-            continue
-        if run:
-            yield "npu", run
-            run = []
-        yield "cpu", [op]
-    if run:
-        yield "npu", run
-
-
-def npu_groups(run: Sequence[Operation], granularity: str) -> list[list[Operation]]:
-    """The NNFactory segments a run of NPU ops becomes: the whole run, or one per op."""
-    return [list(run)] if granularity == "segment" else [[op] for op in run]
-
 
 @dataclass(frozen=True)
 class Step:
@@ -398,10 +370,10 @@ def compile_model(
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
     `cpu_head_gflops` is npu-place-devices' option (default: `head_gflops_for`)."""
-    from forge.capture import capture
-    from forge.importer import import_program
-    from forge.pipeline import plan
-    from forge.precision import assign_mixed_precision, linear_ops
+    from forge.frontend.capture import capture
+    from forge.frontend.importer import import_program
+    from forge.runtime.precision import assign_mixed_precision, linear_ops
+    from forge.transforms.forge_pipeline import plan
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
@@ -415,7 +387,7 @@ def compile_model(
     if precision == "mixed" and not any(
         op.precision is not None for op in linear_ops(program.function)
     ):
-        from forge.numerics import ordered_inputs
+        from forge.frontend.loading import ordered_inputs
 
         inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
         mixed = assign_mixed_precision(program.function, program.weights, inputs)

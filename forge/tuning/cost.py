@@ -32,6 +32,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
 
 MIB = 1 << 20
@@ -209,7 +210,7 @@ class Structure:
 
     def assigned(self, assignment: Mapping[str, str]) -> Structure:
         """This graph as if its linear ops carried the per-weight `precision` attributes
-        of `assignment` (weight name -> fp16/int8, e.g. `forge.autotune.mixed_assignment`):
+        of `assignment` (weight name -> fp16/int8, e.g. `forge.tuning.autotune.mixed_assignment`):
         how `mixed` is priced without writing the attributes into the IR."""
         params = tuple(
             replace(p, requested=assignment[p.name]) if p.channels and p.name in assignment else p
@@ -226,24 +227,6 @@ class Structure:
             self.param_bytes(precision) / MIB,
             precision,
         )
-
-
-def entry(module: ModuleOp | func.FuncOp) -> func.FuncOp:
-    from forge.reference import entry_function
-
-    return entry_function(module)
-
-
-def infer_num_inputs(function: func.FuncOp) -> int:
-    """Leading arguments whose name has no dot: the importer names weights by state-dict
-    key, which has one for every parameter of a submodule. Pass `num_inputs` instead
-    when the model has parameters at its root."""
-    count = 0
-    for arg in function.body.block.args:
-        if arg.name_hint is not None and "." in arg.name_hint:
-            break
-        count += 1
-    return count
 
 
 def is_linear(op: Operation) -> bool:
@@ -294,7 +277,7 @@ def _scan(function: func.FuncOp) -> tuple[int, int, int, list[npu.ConstantOp], i
 
 def analyze(module: ModuleOp | func.FuncOp, num_inputs: int | None = None) -> Structure:
     """Walk the entry function once: op, weight and contraction counts, depth, params."""
-    function = entry(module)
+    function = entry_function(module)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
     args = function.body.block.args

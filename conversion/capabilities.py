@@ -3,7 +3,7 @@
 Placement (`npu-place-devices`) asks this table, never op or target names. Engineers
 extend it from Python without touching the pass:
 
-    from forge.capabilities import Capability, register_capability
+    from forge.conversion.capabilities import Capability, register_capability
     register_capability("aten.cumsum.default", Capability(max_rank=4))
 
 Keys are op names (`"npu.matmul"`) or, for `npu.generic`, ATen opcodes. An op whose key

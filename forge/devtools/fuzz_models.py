@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from forge.devtools.shrink import Budget, ddmin
 from forge.diagnostics import ForgeError, one_line
-from forge.fuzz import Budget, ddmin
 
 KINDS = ("mlp", "norm", "attention", "shuffle", "softmax")
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
@@ -293,7 +293,7 @@ def inputs(spec: ModelSpec, trial: int) -> torch.Tensor:
 def check(spec: ModelSpec, tolerance: float = 1e-5, trials: int = 2) -> Outcome:
     """Compile `spec`'s module with Forge (NNFactory + CPU) and compare with eager on
     `trials` random inputs."""
-    from forge.executor import compile_model
+    from forge.runtime.executor import compile_model
 
     model = RandomModule(spec).eval()
     try:

@@ -22,16 +22,11 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     Attribute,
-    BFloat16Type,
     DenseArrayBase,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
     ModuleOp,
-    Signedness,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -41,25 +36,12 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from forge.capture import Captured
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.dialects.dtypes import DTYPES
+from forge.frontend.capture import Captured
 
 aten = torch.ops.aten
-
-DTYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: Float32Type(),
-    torch.float16: Float16Type(),
-    torch.bfloat16: BFloat16Type(),
-    torch.float64: Float64Type(),
-    torch.int64: i64,
-    torch.int32: IntegerType(32),
-    torch.int16: IntegerType(16),
-    torch.int8: IntegerType(8),
-    torch.uint8: IntegerType(8, Signedness.UNSIGNED),
-    torch.bool: i1,
-}
-TORCH_DTYPES: dict[Attribute, torch.dtype] = {v: k for k, v in DTYPES.items()}
 
 
 class UnsupportedGraph(ForgeError):
@@ -637,4 +619,4 @@ def import_program(captured: Captured) -> ImportedProgram:
     return program
 
 
-__all__ = ["TORCH_DTYPES", "ImportedProgram", "UnsupportedGraph", "import_program"]
+__all__ = ["ImportedProgram", "UnsupportedGraph", "import_program"]

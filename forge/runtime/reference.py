@@ -17,17 +17,9 @@ from xdsl.ir import SSAValue
 
 from forge.conversion.cpu_kernels import Kernel, cpu_kernel
 from forge.diagnostics import ForgeError
+from forge.dialects.context import entry_function
 
 Step = tuple[Kernel, tuple[int, ...], tuple[int, ...]]
-
-
-def entry_function(module: ModuleOp | func.FuncOp) -> func.FuncOp:
-    if isinstance(module, func.FuncOp):
-        return module
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    if len(functions) != 1:
-        raise ForgeError(f"expected one func.func in the module, found {len(functions)}")
-    return functions[0]
 
 
 class ReferenceExecutor:

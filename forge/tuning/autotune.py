@@ -29,10 +29,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from forge.cost import CostModel, Features, Structure, analyze
 from forge.diagnostics import ForgeError
-from forge.transforms.npu_optimize import PHASE2_PASSES, phase2_passes
+from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
+from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.pattern_pass import collect_statistics
+from forge.tuning.cost import CostModel, Features, Structure, analyze
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 LAYOUTS = ("auto", "channels-last", "contiguous")
@@ -196,7 +197,7 @@ class _Search:
         option = layout if name == "npu-optimize-layout" else option
         key = (name, option)
         if key not in self.passes:
-            self.passes[key] = phase2_passes(alpha, layout)[step]
+            self.passes[key] = phase2_of(ForgePipelinePass(alpha=alpha, layout=layout))[step]
         return key, self.passes[key]
 
     def run(self, p: ModulePass, module: ModuleOp) -> int:
@@ -314,7 +315,7 @@ def sweep(
     `consume` (then the sweep rewrites it instead of a copy). `mixed` (weight name ->
     fp16/int8, from `mixed_assignment`) prices precision=mixed as the executor will run
     it; without it, mixed uses the cost model's stand-in."""
-    from forge.pipeline import make_context
+    from forge.dialects.context import make_context
 
     model = model or CostModel.current()
     wanted = list(dict.fromkeys(configs if configs is not None else grid(full)))
@@ -330,7 +331,8 @@ def sweep(
         start, cpu_start = time.perf_counter(), time.process_time()
         unfused = analyze(module, num_inputs)
         if num_inputs is None:
-            from forge.cost import entry, infer_num_inputs
+            from forge.dialects.context import infer_num_inputs
+            from forge.tuning.cost import entry
 
             num_inputs = infer_num_inputs(entry(module))
         search = _Search(make_context())
@@ -372,14 +374,14 @@ def sweep(
 def mixed_assignment(
     module: ModuleOp, weights: Mapping[str, Any], inputs: Sequence[Any]
 ) -> tuple[dict[str, str], str]:
-    """The measured per-layer assignment of precision=mixed (`forge.precision`: the most
+    """The measured per-layer assignment of precision=mixed (`forge.runtime.precision`: the most
     int8-sensitive linears stay fp16), as weight name -> fp16/int8, and a one-line note.
 
     Measured once per model, on a copy of the imported graph: Phase 2 keeps each linear's
     weight argument and input activation, so every configuration's graph gets the same
     assignment (`apply_assignment`). A weight several linears read takes the most
     precise decision, as the executor does."""
-    from forge.precision import assign_mixed_precision
+    from forge.runtime.precision import assign_mixed_precision
 
     report = assign_mixed_precision(module.clone(), weights, inputs)
     kept = set(report.fp16)
@@ -416,10 +418,10 @@ def apply_assignment(module: ModuleOp, assignment: Mapping[str, str]) -> int:
 
 
 def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
-    """`mixed_assignment` of a loaded `forge.ablate.Program`, or None (and why) when its
+    """`mixed_assignment` of a loaded `forge.frontend.loading.Program`, or None (and why) when its
     weights are on the meta device and cannot be measured."""
-    from forge.numerics import ordered_inputs
-    from forge.reference import entry_function
+    from forge.frontend.loading import ordered_inputs
+    from forge.dialects.context import entry_function
 
     if any(getattr(w, "is_meta", False) for w in program.weights.values()):
         return None, "mixed precision: meta-device weights, priced with the stand-in assignment"
@@ -431,7 +433,7 @@ def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
 
 
 def _validate(c: Config) -> None:
-    from forge.cost import PRECISIONS as PRICED
+    from forge.tuning.cost import PRECISIONS as PRICED
 
     if not 0.0 <= c.alpha <= 1.0:
         raise ForgeError(f"alpha must lie in [0, 1], got {c.alpha}")
@@ -441,49 +443,3 @@ def _validate(c: Config) -> None:
         raise ForgeError(f"precision must be one of {', '.join(PRICED)}, got '{c.precision}'")
     if c.iterations < 1:
         raise ForgeError(f"iterations must be at least 1, got {c.iterations}")
-
-
-def main(ns: Any) -> int:
-    """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K]`."""
-    from forge.ablate import load_program
-
-    model = CostModel.current(ns.cost_model)
-    print(f"cost model: {model.describe()}")
-    for reference in ns.models:
-        program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
-        mixed, note = program_assignment(program)
-        print(note)
-        report = sweep(
-            program.module,
-            full=ns.full,
-            model=model,
-            num_inputs=program.num_inputs,
-            consume=True,
-            mixed=mixed,
-        )
-        s = report.stats
-        axes = (
-            "alpha x layout x precision x iterations"
-            if ns.full
-            else f"alpha x layout x precision at iterations={DEFAULT_ITERATIONS}"
-        )
-        print(
-            f"== {program.name}: {len(report.trials)} configurations ({axes}) in "
-            f"{report.seconds * 1e3:.0f} ms (CPU {report.cpu_seconds * 1e3:.0f} ms): "
-            f"{s.pass_runs} pass runs (one at a time: "
-            f"{_naive_runs(report.trials)}), {s.clones} clones, {s.states} distinct graphs"
-        )
-        print(report.format(None if ns.all else ns.top))
-        d, b = report.default, report.best
-        print(f"default  {d.config.format():<44} score {d.score:.2f}")
-        print(
-            f"best     {b.config.format():<44} score {b.score:.2f}, "
-            f"gain over default {report.gain * 100:.2f}%, FGR {report.fgr:.3f}",
-            flush=True,
-        )
-    return 0
-
-
-def _naive_runs(trials: Sequence[Trial]) -> int:
-    """Pass runs of optimizing each (alpha, layout, iterations) on its own, all rounds run."""
-    return len(PHASE2_PASSES) * sum(s[2] for s in {t.config.structure for t in trials})

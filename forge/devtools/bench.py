@@ -113,8 +113,8 @@ def prepare(
 ) -> tuple[BackendResult, Callable[[], Any]]:
     """Compile one backend in this process, check its first output against eager, warm
     it up; returns its result (latency still empty) and a function running it once."""
-    from forge.cli import load_model
-    from forge.numerics import agreement
+    from forge.devtools.numerics import agreement
+    from forge.frontend.loading import load_model
 
     torch.set_num_threads(threads)
     loaded = load_model(model_name, tiny, seq)
@@ -127,7 +127,7 @@ def prepare(
 
     start = time.perf_counter()
     if backend in ("forge", "forge-op"):
-        from forge.executor import compile_model
+        from forge.runtime.executor import compile_model
 
         granularity = "op" if backend == "forge-op" else "segment"
         executor, report = compile_model(
@@ -424,7 +424,7 @@ class _Child:
     ):
         self.error = ""
         self.timeout = timeout
-        command = [sys.executable, "-m", "forge.bench", backend, model, str(int(tiny))]
+        command = [sys.executable, "-m", "forge.devtools.bench", backend, model, str(int(tiny))]
         command += [str(seq), str(threads)]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
         self.scratch: str | None = None

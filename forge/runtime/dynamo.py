@@ -22,7 +22,7 @@ def forge_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
     """Compile one Dynamo graph with Forge (options: precision, granularity)."""
-    from forge.executor import compile_model
+    from forge.runtime.executor import compile_model
 
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
     if len(tensors) != len(example_inputs):

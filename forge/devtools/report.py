@@ -12,7 +12,6 @@ compile times and latencies per backend; any backend may be missing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from forge.pipeline import PlanReport
+    from forge.transforms.forge_pipeline import PlanReport
 
 MIB = 1 << 20
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
@@ -45,10 +44,10 @@ class ModelPlan:
 
 def plan_models(names: Sequence[str], tiny: bool, seq: int) -> list[ModelPlan]:
     """Capture, import and plan each model once (the same run as `forge plan`)."""
-    from forge.capture import capture
-    from forge.cli import load_model
-    from forge.importer import import_program
-    from forge.pipeline import plan
+    from forge.frontend.capture import capture
+    from forge.frontend.importer import import_program
+    from forge.frontend.loading import load_model
+    from forge.transforms.forge_pipeline import plan
 
     plans = []
     for name in names:
@@ -308,15 +307,3 @@ def render(
     if bench is not None:
         written.append(bench_figure(bench, out))
     return written
-
-
-def cmd_report(ns: argparse.Namespace) -> int:
-    if ns.seq < 1:
-        raise ForgeError("--seq must be at least 1")
-    bench = Path(ns.bench) if ns.bench else None
-    names = [] if ns.bench_only else (ns.model or ["gpt2"])
-    if not names and bench is None:
-        raise ForgeError("--bench-only needs --bench FILE.json")
-    for path in render(names, ns.tiny, ns.seq, bench, Path(ns.output)):
-        print(path)
-    return 0

@@ -3,7 +3,7 @@
 A point is (model, configuration): a built-in model (tiny variant) at one sequence
 length, planned with one autotune configuration (alpha, layout, precision, iterations)
 and run by `CompiledNPUExecutor` at that precision (mixed with the measured per-layer
-assignment, `forge.autotune.mixed_assignment`). Each point gets the five cost-model
+assignment, `forge.tuning.autotune.mixed_assignment`). Each point gets the five cost-model
 features of its planned graph and its measured latency.
 
 The machine is noisy, so latency is measured in interleaved rounds: every round runs
@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from forge.autotune import PRECISIONS, Config, apply_assignment, grid, program_assignment
-from forge.cost import FEATURES, CostModel, Features, analyze
 from forge.diagnostics import ForgeError
+from forge.tuning.autotune import PRECISIONS, Config, apply_assignment, grid, program_assignment
+from forge.tuning.cost import FEATURES, CostModel, Features, analyze
 
 MODELS = ("gpt2", "granite-350m", "qwen2-0.5b", "llama-3.2-1b", "lfm2-2.6b", "llama-3.1-8b")
 SEQS = (128,)
@@ -208,7 +208,7 @@ def variants(
     depths: Sequence[int] = DEPTHS,
 ) -> list[Variant]:
     """Every tiny model at every depth and sequence length, `points` spread evenly."""
-    from forge.models import SPECS
+    from forge.frontend.models import SPECS
 
     unknown = [m for m in models if m not in SPECS]
     if unknown:
@@ -230,14 +230,13 @@ def variants(
 
 
 def load_variant(variant: Variant) -> Any:
-    """The variant captured and imported, as a `forge.ablate.Program`: a built-in model,
+    """The variant captured and imported, as a `forge.frontend.loading.Program`: a built-in model,
     tiny or full, with `depth` times the tiny variant's layers."""
     import torch
     import transformers
 
-    from forge import models
-    from forge.ablate import load_program, program_of
-    from forge.cli import Loaded
+    from forge.frontend import models
+    from forge.frontend.loading import Loaded, load_program, program_of
 
     if variant.depth == 1:
         return load_program(variant.reference, variant.tiny, variant.seq, real_weights=True)
@@ -258,10 +257,10 @@ def load_variant(variant: Variant) -> Any:
 def build_points(variant: Variant, rng: random.Random, progress: Progress) -> list[Point]:
     """Plan `variant` under randomly drawn configurations and build an executor for each
     distinct (graph, precision) until it has `variant.points` of them."""
-    from forge.executor import CompiledNPUExecutor
-    from forge.numerics import ordered_inputs
-    from forge.pipeline import plan
-    from forge.reference import entry_function
+    from forge.frontend.loading import ordered_inputs
+    from forge.dialects.context import entry_function
+    from forge.runtime.executor import CompiledNPUExecutor
+    from forge.transforms.forge_pipeline import plan
 
     start = time.perf_counter()
     program = load_variant(variant)
@@ -457,45 +456,3 @@ def calibrate(
     report = fit_points(built, split(built, holdout, seed), source)
     report.build_seconds, report.measure_seconds = build_seconds, measure_seconds
     return report
-
-
-def main(ns: Any) -> int:
-    """`forge calibrate [--points N] [--models M,...] [--seqs 32,64,128] [--depths 1,4]
-    [--full] [--rounds R] [--runs K] [--seed S] [--holdout F] [--output FILE] [--no-save]`."""
-    from forge.cost import default_path
-
-    seqs, depths = _ints(ns.seqs, "--seqs"), _ints(ns.depths, "--depths")
-    models = [m for m in ns.models.split(",") if m] if ns.models else list(MODELS)
-    if ns.points < 4:
-        raise ForgeError("--points must be at least 4")
-    start = time.perf_counter()
-    report = calibrate(
-        models,
-        seqs,
-        ns.points,
-        ns.full,
-        depths,
-        ns.rounds,
-        ns.runs,
-        ns.holdout,
-        ns.seed,
-        progress=lambda line: print(line, flush=True),
-    )
-    print(report.format())
-    print(
-        f"time: {time.perf_counter() - start:.1f} s (building {report.build_seconds:.1f} s, "
-        f"measuring {report.measure_seconds:.1f} s)"
-    )
-    if ns.no_save:
-        print("not saved (--no-save)")
-        return 0
-    path = report.model.save(ns.output) if ns.output else report.model.save(default_path())
-    print(f"saved {path}" + ("" if ns.output else " (forge autotune and forge ablate use it)"))
-    return 0
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",") if s]
-    except ValueError as e:
-        raise ForgeError(f"{flag} must be comma-separated integers, got '{text}'") from e

@@ -28,8 +28,13 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-from forge.cost import CostModel, Features, analyze, cei, entry
-from forge.transforms.npu_optimize import PHASE2_PASSES, phase2_passes
+from forge.dialects.context import entry_function
+from forge.runtime.executor import head_gflops_for
+from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_linear_scan import alias_classes
+from forge.transforms.npu_optimize import PHASE2_PASSES
+from forge.transforms.npu_schedule_affinity import body_ops, count_transitions
+from forge.tuning.cost import CostModel, Features, analyze, cei
 
 PHASE34_ABLATIONS = ("npu-place-devices", "npu-schedule-affinity", "npu-linear-scan")
 ABLATIONS = (*PHASE2_PASSES, *PHASE34_ABLATIONS)
@@ -113,34 +118,25 @@ def run_variant(
     mixed: Mapping[str, str] | None = None,
 ) -> Row:
     """The default pipeline without `removed`, in place on `module`; under precision
-    mixed, `mixed` (`forge.autotune.mixed_assignment`) is written as per-op attributes,
+    mixed, `mixed` (`forge.tuning.autotune.mixed_assignment`) is written as per-op attributes,
     so the score and the executor see the measured assignment."""
-    from forge.executor import head_gflops_for
-    from forge.transforms.npu_assign_vregs import assign_vregs
-    from forge.transforms.npu_linear_scan import alias_classes, allocate
-    from forge.transforms.npu_liveness import annotate_liveness
-    from forge.transforms.npu_optimize import optimize
-    from forge.transforms.npu_place_devices import place
-    from forge.transforms.npu_schedule_affinity import body_ops, count_transitions, schedule
-
     start = time.perf_counter()
-    optimize(module, skip=[removed] if removed in PHASE2_PASSES else [])
-    function = entry(module)
-    if removed != "npu-place-devices":
-        place(function, head_gflops_for(precision))
-    if removed != "npu-schedule-affinity":
-        transitions = schedule(function).transitions_after
+    report = plan(
+        module, cpu_head_gflops=head_gflops_for(precision), skip=(removed,) if removed else ()
+    )
+    function = entry_function(module)
+    if report.schedule is not None:
+        transitions = report.schedule.transitions_after
     else:
         transitions = count_transitions(body_ops(function.body.block))
-    assign_vregs(function)
-    liveness = annotate_liveness(function)
-    if removed != "npu-linear-scan":
-        buffers = allocate(function).buffers
+    if report.allocation is not None:
+        buffers = report.allocation.buffers
     else:
-        buffers = len(alias_classes(liveness))
+        assert report.liveness is not None
+        buffers = len(alias_classes(report.liveness))
     seconds = time.perf_counter() - start
     if precision == "mixed" and mixed is not None:
-        from forge.autotune import apply_assignment
+        from forge.tuning.autotune import apply_assignment
 
         apply_assignment(module, mixed)
     features = analyze(function, num_inputs).at(precision)
@@ -182,7 +178,6 @@ def ablate(
     if precision == "mixed" and mixed is not None:
         imported = imported.assigned(mixed)
     unfused = imported.at(precision)
-    phase2_passes(1.0, "auto")  # import the passes now, not inside the first row's time
     rows = []
     for removed in (None, *passes):
         variant = module.clone()
@@ -206,113 +201,3 @@ def mean_ms(run: Callable[[], Any], runs: int) -> float:
     for _ in range(runs):
         run()
     return (time.perf_counter() - start) * 1e3 / runs
-
-
-# ---------------------------------------------------------------------------- CLI
-
-
-@dataclass
-class Program:
-    """A captured and imported model, with what running it needs."""
-
-    name: str
-    module: ModuleOp
-    num_inputs: int
-    weights: dict[str, Any]
-    loaded: Any
-    """forge.cli.Loaded: the model, its example args and kwargs."""
-    seconds: float
-    """torch.export and import."""
-
-
-def load_program(reference: str, tiny: bool, seq: int, real_weights: bool) -> Program:
-    """Capture and import a model as every other command does (`forge.cli.load_model`).
-
-    Not on the meta device even when no weights are needed: there the transformers code
-    adds device moves (`aten.to.device`) that the graph `forge compile` builds has not."""
-    from forge.cli import load_model
-    from forge.diagnostics import ForgeError
-
-    loaded = load_model(reference, tiny, seq)
-    if real_weights and any(p.is_meta for p in loaded.model.parameters()):
-        raise ForgeError(f"{reference}: built on the meta device (too large here); no latency")
-    return program_of(loaded)
-
-
-def program_of(loaded: Any) -> Program:
-    """Capture and import a `forge.cli.Loaded` model."""
-    from forge.capture import capture
-    from forge.importer import import_program
-
-    captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
-    program = import_program(captured)
-    return Program(
-        loaded.name,
-        program.module,
-        len(program.input_names),
-        dict(program.weights),
-        loaded,
-        captured.export_seconds + program.import_seconds,
-    )
-
-
-def _measurer(
-    program: Program, precision: str, runs: int
-) -> Callable[[ModuleOp], tuple[float, float]]:
-    from forge.executor import CompiledNPUExecutor
-    from forge.numerics import ordered_inputs
-
-    loaded = program.loaded
-
-    def measure(module: ModuleOp) -> tuple[float, float]:
-        executor = CompiledNPUExecutor(
-            entry(module), program.weights, program.num_inputs, precision
-        )
-        inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
-        return mean_ms(lambda: executor(*inputs), runs), executor.build_seconds
-
-    return measure
-
-
-def _eager_ms(loaded: Any, runs: int) -> float:
-    import torch
-
-    with torch.no_grad():
-        return mean_ms(lambda: loaded.model(*loaded.args, **loaded.kwargs), runs)
-
-
-def main(ns: Any) -> int:
-    """`forge ablate MODEL... [--tiny] [--seq N] [--precision P] [--passes a,b] [--latency]`."""
-    from forge.diagnostics import ForgeError
-
-    if ns.runs < 1:
-        raise ForgeError("--runs must be at least 1")
-    passes = tuple(p for p in ns.passes.split(",") if p) if ns.passes else ABLATIONS
-    model = CostModel.current(ns.cost_model)
-    print(f"cost model: {model.describe()}")
-    for reference in ns.models:
-        program = load_program(reference, ns.tiny, ns.seq, ns.latency)
-        mixed = None
-        if ns.precision == "mixed":
-            from forge.autotune import program_assignment
-
-            mixed, note = program_assignment(program)
-            print(note)
-        measure = eager = None
-        if ns.latency:
-            eager = _eager_ms(program.loaded, ns.runs)
-            measure = _measurer(program, ns.precision, ns.runs)
-        report = ablate(
-            program.name,
-            program.module,
-            program.num_inputs,
-            passes,
-            ns.precision,
-            model,
-            measure,
-            eager,
-            program.seconds,
-            mixed,
-        )
-        print(report.format(), flush=True)
-    return 0

@@ -53,19 +53,6 @@ def random_like(example: torch.Tensor, generator: torch.Generator, high: int | N
     return torch.randn(example.shape, generator=generator, dtype=example.dtype)
 
 
-def ordered_inputs(
-    model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str]
-) -> list[torch.Tensor]:
-    """The tensors of (args, kwargs) in the order of the exported user inputs."""
-    try:
-        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-    except (TypeError, ValueError):
-        bound = {}
-    if all(isinstance(bound.get(n), torch.Tensor) for n in names):
-        return [bound[n] for n in names]
-    return [t for t in tree_leaves((tuple(args), kwargs)) if isinstance(t, torch.Tensor)]
-
-
 def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> list:
     with torch.no_grad():
         out = model(*args, **kwargs)
@@ -102,7 +89,7 @@ def compare(
 
 def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
     """`compare` for a `forge.cli.Loaded` model and a reference executor."""
-    from forge.reference import ReferenceExecutor
+    from forge.runtime.reference import ReferenceExecutor
 
     assert isinstance(executor, ReferenceExecutor)
     names = executor.input_names
@@ -123,8 +110,8 @@ class NumericsChecker:
 
     def _random_inputs(self, module: Any) -> list[list[torch.Tensor]]:
         from forge.conversion.cpu_kernels import torch_dtype
+        from forge.dialects.context import entry_function
         from forge.dialects.shapes import DYNAMIC
-        from forge.reference import entry_function
 
         args = entry_function(module).body.block.args
         generator = torch.Generator().manual_seed(self.seed)
@@ -143,7 +130,7 @@ class NumericsChecker:
         return runs
 
     def _run(self, module: Any) -> list[tuple[torch.Tensor, ...]]:
-        from forge.reference import ReferenceExecutor
+        from forge.runtime.reference import ReferenceExecutor
 
         assert self._inputs is not None
         executor = ReferenceExecutor(module, {}, num_inputs=len(self._inputs[0]))

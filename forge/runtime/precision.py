@@ -25,7 +25,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from forge.conversion.nnfactory_graph import LINEAR_OPS, quantize_int8
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
-from forge.reference import ReferenceExecutor, entry_function
+from forge.dialects.context import entry_function
+from forge.runtime.reference import ReferenceExecutor
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
 
+from forge.devtools.shrink import Budget, ddmin
+from forge.tools.forge_opt import main
 from forge.diagnostics import ForgeError
 
 NUMBER = re.compile(r"-?\d+")
@@ -35,7 +36,6 @@ LIT_DIRECTIVE = re.compile(r"\b(RUN|CHECK[\w-]*)(:)")
 REGRESSIONS = Path("test/forge-opt/regressions")
 """Where --save-regressions copies shrunk cases, relative to the repository root."""
 
-T = TypeVar("T")
 
 
 class Hang(BaseException):
@@ -109,8 +109,6 @@ def time_limit(seconds: int) -> Iterator[None]:
 
 def run_case(path: Path, pipeline: str, timeout: int) -> tuple[str, str]:
     """Run forge-opt in-process on one file; (outcome, stderr)."""
-    from forge.tools.forge_opt import main
-
     out, err = io.StringIO(), io.StringIO()
     try:
         with time_limit(timeout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -138,38 +136,6 @@ def signature(outcome: str, message: str) -> str:
         return outcome
     match = EXCEPTION_NAME.search(message)
     return f"{outcome}: {match.group(1)}" if match else outcome
-
-
-def ddmin(items: Sequence[T], fails: Callable[[list[T]], bool]) -> list[T]:
-    """Zeller's delta debugging: a 1-minimal sublist of `items` for which `fails` holds
-    (removing any single remaining item makes it pass). `fails(items)` is assumed."""
-    current, n = list(items), 2
-    while len(current) >= 2:
-        chunk = math.ceil(len(current) / n)
-        subsets = [current[i : i + chunk] for i in range(0, len(current), chunk)]
-        for i in range(len(subsets)):
-            complement = [x for j, s in enumerate(subsets) if j != i for x in s]
-            if fails(complement):
-                current, n = complement, max(n - 1, 2)
-                break
-        else:
-            if n >= len(current):
-                break
-            n = min(2 * n, len(current))
-    return current
-
-
-class Budget:
-    """Stops a shrinker after `max_checks` predicate calls or `seconds` of wall time: a
-    hang costs the whole timeout per check, so shrinking must be bounded."""
-
-    def __init__(self, max_checks: int, seconds: float):
-        self.left = max_checks
-        self.deadline = time.monotonic() + seconds
-
-    def spend(self) -> bool:
-        self.left -= 1
-        return self.left >= 0 and time.monotonic() < self.deadline
 
 
 def shrink_lines(

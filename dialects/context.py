@@ -1,0 +1,57 @@
+"""The dialects Forge's IR uses, registered once, and how a module is entered.
+
+Every parser of `npu` text (forge-opt, `forge.transforms.run_pipeline`, the tests)
+gets its context from `make_context()`, so the set of dialects is written once.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.arith import Arith
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.parser import Parser
+
+from forge import xdsl_compat
+from forge.diagnostics import ForgeError
+from forge.dialects.npu import NPU
+
+xdsl_compat.apply()
+
+DIALECTS = (Builtin, Func, Arith, NPU)
+
+
+def make_context() -> Context:
+    ctx = Context()
+    for dialect in DIALECTS:
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def parse_module(text: str, name: str = "<string>") -> ModuleOp:
+    module = Parser(make_context(), text, name).parse_module()
+    module.verify()
+    return module
+
+
+def entry_function(module: ModuleOp | func.FuncOp) -> func.FuncOp:
+    """The one function of an imported program (Forge compiles one entry point)."""
+    if isinstance(module, func.FuncOp):
+        return module
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(functions) != 1:
+        raise ForgeError(f"expected one func.func in the module, found {len(functions)}")
+    return functions[0]
+
+
+def infer_num_inputs(function: func.FuncOp) -> int:
+    """Leading arguments whose name has no dot: the importer names weights by state-dict
+    key, which has one for every parameter of a submodule. Pass `num_inputs` instead
+    when the model has parameters at its root."""
+    count = 0
+    for arg in function.body.block.args:
+        if arg.name_hint is not None and "." in arg.name_hint:
+            break
+        count += 1
+    return count

@@ -1,0 +1,1 @@
+"""One module per `forge` command, each with `add_parser(subparsers)` and `run(ns)`."""

@@ -1,0 +1,72 @@
+"""`forge autotune`: cost-model grid search over Phase-2 options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge.tuning.autotune import Trial
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("autotune", help="cost-model grid search over Phase-2 options")
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--full", action="store_true", help="also iterations 1 and 3 (135)")
+    parser.add_argument("--top", type=int, default=10, help="ranked rows to print")
+    parser.add_argument("--all", action="store_true", help="print every configuration")
+    parser.add_argument("--cost-model", help="weights JSON (default: calibrated, else unit)")
+
+
+def run(ns: argparse.Namespace) -> int:
+    """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K]`."""
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    from forge.frontend.loading import load_program
+    from forge.tuning.autotune import DEFAULT_ITERATIONS, program_assignment, sweep
+    from forge.tuning.cost import CostModel
+
+    model = CostModel.current(ns.cost_model)
+    print(f"cost model: {model.describe()}")
+    for reference in ns.models:
+        program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
+        mixed, note = program_assignment(program)
+        print(note)
+        report = sweep(
+            program.module,
+            full=ns.full,
+            model=model,
+            num_inputs=program.num_inputs,
+            consume=True,
+            mixed=mixed,
+        )
+        s = report.stats
+        axes = (
+            "alpha x layout x precision x iterations"
+            if ns.full
+            else f"alpha x layout x precision at iterations={DEFAULT_ITERATIONS}"
+        )
+        print(
+            f"== {program.name}: {len(report.trials)} configurations ({axes}) in "
+            f"{report.seconds * 1e3:.0f} ms (CPU {report.cpu_seconds * 1e3:.0f} ms): "
+            f"{s.pass_runs} pass runs (one at a time: "
+            f"{_naive_runs(report.trials)}), {s.clones} clones, {s.states} distinct graphs"
+        )
+        print(report.format(None if ns.all else ns.top))
+        d, b = report.default, report.best
+        print(f"default  {d.config.format():<44} score {d.score:.2f}")
+        print(
+            f"best     {b.config.format():<44} score {b.score:.2f}, "
+            f"gain over default {report.gain * 100:.2f}%, FGR {report.fgr:.3f}",
+            flush=True,
+        )
+    return 0
+
+
+def _naive_runs(trials: Sequence[Trial]) -> int:
+    from forge.transforms.npu_optimize import PHASE2_PASSES
+
+    """Pass runs of optimizing each (alpha, layout, iterations) on its own, all rounds run."""
+    return len(PHASE2_PASSES) * sum(s[2] for s in {t.config.structure for t in trials})

@@ -1,0 +1,59 @@
+"""`forge bench`: compile time and latency vs eager, inductor, OpenVINO, ONNX Runtime."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "bench", help="compile time and latency vs eager, inductor, OpenVINO, ONNX Runtime"
+    )
+    parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--runs", type=int, default=40, help="timed runs per backend (default 40)")
+    parser.add_argument("--threads", type=int, default=None, help="default: all cores")
+    parser.add_argument(
+        "--backends",
+        default="all",
+        help="comma-separated subset of forge,forge-op,eager,inductor,openvino,onnxruntime",
+    )
+    parser.add_argument("--json", dest="json_path", help="also write the results here")
+    parser.add_argument(
+        "--compile-repeats",
+        type=int,
+        default=3,
+        help="fresh-process compiles per backend; the median is reported (default 3)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="interleaved timing rounds (default 10)"
+    )
+
+
+def run(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    import json
+
+    from forge.devtools.bench import BACKENDS, run_bench
+
+    backends = BACKENDS if ns.backends == "all" else tuple(ns.backends.split(","))
+    report = run_bench(
+        ns.model,
+        backends,
+        seq=ns.seq,
+        runs=ns.runs,
+        threads=ns.threads,
+        tiny=ns.tiny,
+        progress=lambda line: print(line, flush=True),
+        rounds=ns.rounds,
+        compile_repeats=ns.compile_repeats,
+    )
+    print(report.format())
+    if ns.json_path:
+        with open(ns.json_path, "w") as f:
+            json.dump(report.to_json(), f, indent=2)
+        print(f"wrote {ns.json_path}")
+    failed = [r for r in report.results.values() if r.skipped.startswith("failed")]
+    return 1 if failed or (report.ran("forge") is None and "forge" in backends) else 0

@@ -1,0 +1,94 @@
+"""`forge compile`: compile to NNFactory segments, run and time vs eager."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from forge.diagnostics import ForgeError
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
+    parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "int8", "mixed"])
+    parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
+
+
+def run(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    import torch
+
+    from forge.devtools.numerics import agreement, eager_outputs, random_like, worst
+    from forge.frontend.loading import ordered_inputs
+    from forge.frontend.loading import load_model
+    from forge.runtime.executor import compile_model
+
+    if ns.runs < 1:
+        raise ForgeError("--runs must be at least 1")
+    mib = 1 << 20
+    print(f"loading {ns.model}{' (tiny)' if ns.tiny else ''}, seq {ns.seq} ...", flush=True)
+    loaded = load_model(ns.model, ns.tiny, ns.seq)
+    print("compiling (export, import, optimize, phases 3-4, NNFactory) ...", flush=True)
+    executor, rep = compile_model(
+        loaded.model, loaded.args, loaded.kwargs, ns.precision, ns.granularity
+    )
+    p, s, a = rep.plan.placement, rep.plan.schedule, rep.plan.allocation
+    print(f"== Phase 2\n{rep.plan.optimize.format()}\n")
+    print(
+        f"placement: {p.npu_ops} npu / {p.cpu_ops} cpu ops; "
+        f"{rep.segments} NNFactory segment(s) ({ns.granularity}), {rep.npu_ops} NPU ops, "
+        f"{rep.fallback_ops} fallback op(s)"
+    )
+    print(
+        f"buffers: {a.vregs} vregs, {a.allocated_values} owning, {a.buffers} buffers, "
+        f"rho_buf {a.rho_buf:.3f}, planned {a.planned_bytes / mib:.2f} MiB "
+        f"(bound {a.lower_bound_bytes / mib:.2f} MiB, ratio {a.ratio:.3f})"
+    )
+    print(f"transitions: {s.transitions_before} -> {s.transitions_after}")
+    if executor.arena is not None:
+        print(
+            f"arena: {executor.arena.numel() / mib:.2f} MiB allocated once; "
+            f"{executor.arena_values} intermediate(s) live in their linear-scan buffers"
+        )
+    for note in rep.notes:
+        print(f"note: {note}")
+    print(f"compile time ({ns.precision}):\n{rep.format_times()}", flush=True)
+
+    vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
+    generator = torch.Generator().manual_seed(1)
+    args = [
+        random_like(x, generator, vocab if i == 0 else None) if isinstance(x, torch.Tensor) else x
+        for i, x in enumerate(loaded.args)
+    ]
+    inputs = ordered_inputs(loaded.model, args, loaded.kwargs, executor.input_names)
+    print(f"running on a random prompt: {ns.runs} run(s) each ...", flush=True)
+    actual = executor(*inputs)  # warm-up
+    expected = eager_outputs(loaded.model, args, loaded.kwargs)
+    forge_ms = _latency(lambda: executor(*inputs), ns.runs)
+    stats = executor.stats
+    with torch.no_grad():
+        eager_ms = _latency(lambda: loaded.model(*args, **loaded.kwargs), ns.runs)
+    for label, (mean, p50, p99) in (("forge", forge_ms), ("eager", eager_ms)):
+        print(f"latency {label}: mean {mean:.2f} ms, P50 {p50:.2f} ms, P99 {p99:.2f} ms")
+    print(f"speedup vs eager (mean): {eager_ms[0] / forge_ms[0]:.2f}x")
+    agree = worst([agreement(e, x) for e, x in zip(expected, actual, strict=True)])
+    print(
+        f"vs eager: max-abs logit diff {agree.max_abs:.3e}, KL {agree.kl:.3e}, "
+        f"top-1 agreement {agree.top1 * 100:.2f}%; "
+        f"per run {stats.dispatches} dispatches, {stats.transitions} transitions, "
+        f"{stats.bytes_moved / mib:.2f} MiB in/out of NNFactory",
+        flush=True,
+    )
+    return 0
+
+
+def _latency(run: Any, runs: int) -> tuple[float, float, float]:
+    """(mean, P50, P99) wall time of `run()` in milliseconds over `runs` calls."""
+    from forge.devtools.bench import summarize, timed_runs
+
+    figures = summarize(timed_runs(run, runs))
+    return figures["mean"], figures["p50"], figures["p99"]

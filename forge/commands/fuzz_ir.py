@@ -1,0 +1,45 @@
+"""`forge fuzz-ir`: mutated .mlir through forge-opt: no tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pipeline", default="forge-pipeline")
+    parser.add_argument("--workdir", default="build/fuzz-ir", help="mutants and failures go here")
+    parser.add_argument(
+        "--save-regressions",
+        action="store_true",
+        help="also copy shrunk failures as lit tests to test/forge-opt/regressions",
+    )
+    parser.add_argument("--no-shrink", action="store_true", help="keep failures as found")
+
+
+def run(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    from pathlib import Path
+
+    from forge.tools.fuzz_ir import REGRESSIONS, fuzz
+
+    root = Path(__file__).resolve().parents[2]  # the repository
+    save_dir = root / REGRESSIONS if ns.save_regressions else None
+    result = fuzz(
+        root,
+        ns.cases,
+        ns.seed,
+        ns.pipeline,
+        Path(ns.workdir),
+        shrink=not ns.no_shrink,
+        save_dir=save_dir,
+    )
+    print(result.summary())
+    for outcome, where in result.failures:
+        print(f"  {outcome}: {where}")
+    for path in result.regressions:
+        print(f"  shrunk: {path}")
+    return 1 if result.bad else 0

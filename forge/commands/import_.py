@@ -1,0 +1,37 @@
+"""`forge import`: capture a model and print its npu IR."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("import", help="capture a model and print its npu IR")
+    parser.add_argument("model", help="a built-in model name or path/to/file.py:factory")
+    parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
+    parser.add_argument("--tiny", action="store_true", help="the tiny variant of a built-in model")
+    parser.add_argument("-o", "--output", help="write the IR here instead of stdout")
+
+
+def run(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    from forge.frontend.loading import capture_and_import, load_model
+
+    loaded = load_model(ns.model, ns.tiny, ns.seq)
+    captured, program = capture_and_import(loaded)
+    text = str(program.module) + "\n"
+    if ns.output:
+        with open(ns.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    for note in program.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(
+        f"{loaded.name}: {program.op_count()} ops, {len(program.weight_names)} weight arguments; "
+        f"torch.export {captured.export_seconds:.3f} s, import {program.import_seconds:.3f} s",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,100 @@
+"""Loading a model the way every command does: a built-in name or `file.py:factory`,
+then capture and import (written once here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from xdsl.dialects.builtin import ModuleOp
+
+from forge.diagnostics import ForgeError
+from forge.frontend import models
+from forge.frontend.capture import Captured, capture
+from forge.frontend.importer import ImportedProgram, import_program
+
+
+@dataclass
+class Loaded:
+    name: str
+    model: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def load_model(reference: str, tiny: bool, seq: int, seed: int = 0) -> Loaded:
+    if reference in models.SPECS:
+        model = models.build_model(reference, tiny=tiny, seed=seed)
+        args, kwargs = models.example_inputs(model, seq=seq)
+        return Loaded(reference, model, args, kwargs)
+    made = models.load_factory(reference)()
+    if isinstance(made, tuple) and len(made) in (2, 3):
+        model, args, *rest = made
+        return Loaded(reference, model, tuple(args), dict(rest[0]) if rest else {})
+    if hasattr(made, "config") and hasattr(made.config, "vocab_size"):
+        args, kwargs = models.example_inputs(made, seq=seq)
+        return Loaded(reference, made, args, kwargs)
+    raise ForgeError(
+        f"{reference}: factory must return (model, example_args[, example_kwargs]) "
+        "or a transformers causal LM"
+    )
+
+
+def capture_and_import(loaded: Loaded) -> tuple[Captured, ImportedProgram]:
+    """Phase 1: torch.export the loaded model and import it into the `npu` dialect."""
+    captured = capture(loaded.model, loaded.args, example_kwargs=loaded.kwargs)
+    return captured, import_program(captured)
+
+
+@dataclass
+class Program:
+    """A captured and imported model, with what running it needs."""
+
+    name: str
+    module: ModuleOp
+    num_inputs: int
+    weights: dict[str, Any]
+    loaded: Loaded
+    seconds: float
+    """torch.export and import."""
+
+
+def program_of(loaded: Loaded) -> Program:
+    captured, program = capture_and_import(loaded)
+    return Program(
+        loaded.name,
+        program.module,
+        len(program.input_names),
+        dict(program.weights),
+        loaded,
+        captured.export_seconds + program.import_seconds,
+    )
+
+
+def load_program(reference: str, tiny: bool, seq: int, real_weights: bool) -> Program:
+    """Load, capture and import a model.
+
+    Not on the meta device even when no weights are needed: there the transformers code
+    adds device moves (`aten.to.device`) that the graph `forge compile` builds has not."""
+    loaded = load_model(reference, tiny, seq)
+    if real_weights and any(p.is_meta for p in loaded.model.parameters()):
+        raise ForgeError(f"{reference}: built on the meta device (too large here); no latency")
+    return program_of(loaded)
+
+
+def ordered_inputs(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str]
+) -> list[torch.Tensor]:
+    """The tensors of (args, kwargs) in the order of the exported user inputs."""
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {}
+    if all(isinstance(bound.get(n), torch.Tensor) for n in names):
+        return [bound[n] for n in names]
+    return [t for t in tree_leaves((tuple(args), kwargs)) if isinstance(t, torch.Tensor)]
