@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Operation
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, numel
 
 aten = torch.ops.aten
@@ -44,8 +45,6 @@ def resolve_overload(opcode: str) -> torch._ops.OpOverload:
 
 
 def torch_dtype(element: Attribute) -> torch.dtype:
-    from forge.dialects.dtypes import TORCH_DTYPES
-
     if element not in TORCH_DTYPES:
         raise NoKernel(f"no torch dtype for element type {element}")
     return TORCH_DTYPES[element]

@@ -52,11 +52,11 @@ from forge.conversion.nnfactory_graph import (
     build_segment,
     segment_boundary,
 )
+from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.shapes import DYNAMIC
-from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.transforms.npu_linear_scan import allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule

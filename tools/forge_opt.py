@@ -32,6 +32,9 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge import xdsl_compat
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
+from forge.dialects.npu import NPU
+from forge.tools.emit_dot import module_to_dot
+from forge.transforms import defined_in, get_all_passes
 from forge.transforms.pattern_pass import collect_statistics, format_statistics
 
 TOOL = "forge-opt"
@@ -110,8 +113,6 @@ def load_pass_plugin(path: str) -> list[type[ModulePass]]:
         spec.loader.exec_module(module)
     except Exception as e:
         raise ForgeError(f"{path}: {type(e).__name__}: {one_line(str(e))}") from e
-    from forge.transforms import defined_in
-
     passes = [
         p for p in defined_in(module, ModulePass) if isinstance(getattr(p, "name", None), str)
     ]
@@ -138,14 +139,10 @@ class ForgeOptMain(xDSLOptMain):
         from xdsl.dialects.builtin import Builtin
         from xdsl.dialects.func import Func
 
-        from forge.dialects.npu import NPU
-
         for dialect in (Builtin, Func, Arith, NPU):
             self.ctx.load_dialect(dialect)
 
     def register_all_passes(self) -> None:
-        from forge.transforms import get_all_passes
-
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
         for pass_class in self._plugin_passes:
@@ -155,6 +152,7 @@ class ForgeOptMain(xDSLOptMain):
         super().register_all_targets()
 
         def python_target() -> type[Target]:
+            # torch-heavy: imported only when used, so plain forge-opt starts fast.
             from forge.conversion.plan_to_python import PythonTarget
 
             return PythonTarget
@@ -229,6 +227,7 @@ class ForgeOptMain(xDSLOptMain):
     ) -> None:
         now = time.perf_counter()
         if previous is None and self.args.check_numerics:
+            # torch-heavy: imported only when used, so plain forge-opt starts fast.
             from forge.devtools.numerics import NumericsChecker
 
             self._numerics = NumericsChecker()
@@ -268,8 +267,6 @@ class ForgeOptMain(xDSLOptMain):
 
     def render(self, module: ModuleOp) -> str:
         if self.args.emit == "dot":
-            from forge.tools.emit_dot import module_to_dot
-
             return module_to_dot(module)
         spec = parse_spec(self.args.target)
         if self.args.emit == "python" or spec.name == "python":
@@ -278,6 +275,7 @@ class ForgeOptMain(xDSLOptMain):
 
     def _plan_program(self, module: ModuleOp, spec: ArgSpec | None) -> str:
         """`-t python{granularity=... precision=...}`: option errors are one line too."""
+        # torch-heavy: imported only when used, so plain forge-opt starts fast.
         from forge.conversion.plan_to_python import PythonTarget, plan_to_python
 
         try:

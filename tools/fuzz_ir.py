@@ -13,20 +13,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import math
 import random
 import re
 import signal
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 from forge.devtools.shrink import Budget, ddmin
-from forge.tools.forge_opt import main
 from forge.diagnostics import ForgeError
+from forge.tools.forge_opt import main
 
 NUMBER = re.compile(r"-?\d+")
 TOKENS = ["%0", "%x", ":", ",", "(", ")", "{", "}", "<", ">", "tensor<4xf32>", "i1", "f16", "?"]
@@ -35,7 +33,6 @@ EXCEPTION_NAME = re.compile(r"(?:internal error: )?([A-Za-z_][\w.]*(?:Error|Exce
 LIT_DIRECTIVE = re.compile(r"\b(RUN|CHECK[\w-]*)(:)")
 REGRESSIONS = Path("test/forge-opt/regressions")
 """Where --save-regressions copies shrunk cases, relative to the repository root."""
-
 
 
 class Hang(BaseException):

@@ -69,8 +69,8 @@ def run(ns: argparse.Namespace) -> int:
 def _measurer(
     program: Program, precision: str, runs: int
 ) -> Callable[[ModuleOp], tuple[float, float]]:
-    from forge.frontend.loading import ordered_inputs
     from forge.dialects.context import entry_function
+    from forge.frontend.loading import ordered_inputs
     from forge.runtime.executor import CompiledNPUExecutor
     from forge.tuning.ablate import mean_ms
 

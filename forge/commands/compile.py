@@ -23,8 +23,7 @@ def run(ns: argparse.Namespace) -> int:
     import torch
 
     from forge.devtools.numerics import agreement, eager_outputs, random_like, worst
-    from forge.frontend.loading import ordered_inputs
-    from forge.frontend.loading import load_model
+    from forge.frontend.loading import load_model, ordered_inputs
     from forge.runtime.executor import compile_model
 
     if ns.runs < 1:

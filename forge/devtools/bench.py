@@ -31,7 +31,10 @@ from typing import Any
 
 import torch
 
+from forge.devtools.numerics import agreement
 from forge.diagnostics import ForgeError
+from forge.frontend.loading import load_model
+from forge.runtime.executor import compile_model
 
 BACKENDS = ("forge", "forge-op", "eager", "inductor", "openvino", "onnxruntime")
 """Everything `forge bench` can measure, in the order it runs them."""
@@ -113,8 +116,6 @@ def prepare(
 ) -> tuple[BackendResult, Callable[[], Any]]:
     """Compile one backend in this process, check its first output against eager, warm
     it up; returns its result (latency still empty) and a function running it once."""
-    from forge.devtools.numerics import agreement
-    from forge.frontend.loading import load_model
 
     torch.set_num_threads(threads)
     loaded = load_model(model_name, tiny, seq)
@@ -127,8 +128,6 @@ def prepare(
 
     start = time.perf_counter()
     if backend in ("forge", "forge-op"):
-        from forge.runtime.executor import compile_model
-
         granularity = "op" if backend == "forge-op" else "segment"
         executor, report = compile_model(
             loaded.model, loaded.args, loaded.kwargs, "fp32", granularity

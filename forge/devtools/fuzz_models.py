@@ -6,7 +6,7 @@ a stack of `BlockSpec`s from a small grammar: linear layers with activations, no
 residual adds, views and transposes, softmax, and attention blocks (causal or additive
 masks, scaled either way, grouped-query heads, rotary halves). The spec is plain data,
 so a failing case can be shrunk (blocks dropped, options simplified, sizes reduced while
-it still fails the same way) and saved as JSON: `test/python/test_fuzz_regressions.py`
+it still fails the same way) and saved as JSON: `test/python/devtools/test_fuzz_regressions.py`
 replays every saved spec.
 
     forge fuzz-models --cases 500
@@ -29,6 +29,7 @@ from torch import nn
 
 from forge.devtools.shrink import Budget, ddmin
 from forge.diagnostics import ForgeError, one_line
+from forge.runtime.executor import compile_model
 
 KINDS = ("mlp", "norm", "attention", "shuffle", "softmax")
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
@@ -293,8 +294,6 @@ def inputs(spec: ModelSpec, trial: int) -> torch.Tensor:
 def check(spec: ModelSpec, tolerance: float = 1e-5, trials: int = 2) -> Outcome:
     """Compile `spec`'s module with Forge (NNFactory + CPU) and compare with eager on
     `trials` random inputs."""
-    from forge.runtime.executor import compile_model
-
     model = RandomModule(spec).eval()
     try:
         executor, _ = compile_model(model, (inputs(spec, -1),))

@@ -12,7 +12,7 @@ three levels except where `EXCEPTIONS` says):
     forge.dialects                                npu ops, shapes, dtypes, context
     forge.diagnostics, forge.xdsl_compat          errors and xDSL fixes
 
-`test/python/test_layering.py` enforces it; `python -m forge.devtools.layers` prints
+`test/python/devtools/test_layering.py` enforces it; `python -m forge.devtools.layers` prints
 the figures (modules, arrows, cycles, upward arrows, function-local imports).
 """
 
@@ -54,7 +54,9 @@ LAYERS: dict[str, int] = {
 
 EXCEPTIONS: dict[str, frozenset[str]] = {
     # Placement reads what conversion can lower; folding evaluates with the CPU kernels.
-    "forge.transforms": frozenset({"forge.conversion.capabilities", "forge.conversion.cpu_kernels"}),
+    "forge.transforms": frozenset(
+        {"forge.conversion.capabilities", "forge.conversion.cpu_kernels"}
+    ),
     # The CLI's command modules drive the tools (forge-opt in-process for fuzz-ir).
     "forge.commands": frozenset({"forge.tools"}),
 }

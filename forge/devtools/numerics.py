@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves
+
+from forge.conversion.cpu_kernels import torch_dtype
+from forge.diagnostics import ForgeError
+from forge.dialects.context import entry_function
+from forge.dialects.shapes import DYNAMIC
+from forge.frontend.loading import ordered_inputs
+from forge.runtime.reference import ReferenceExecutor
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,6 @@ def compare(
 
 def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
     """`compare` for a `forge.cli.Loaded` model and a reference executor."""
-    from forge.runtime.reference import ReferenceExecutor
-
     assert isinstance(executor, ReferenceExecutor)
     names = executor.input_names
     return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)
@@ -109,9 +113,6 @@ class NumericsChecker:
         self._expected: list[tuple[torch.Tensor, ...]] = []
 
     def _random_inputs(self, module: Any) -> list[list[torch.Tensor]]:
-        from forge.conversion.cpu_kernels import torch_dtype
-        from forge.dialects.context import entry_function
-        from forge.dialects.shapes import DYNAMIC
 
         args = entry_function(module).body.block.args
         generator = torch.Generator().manual_seed(self.seed)
@@ -130,8 +131,6 @@ class NumericsChecker:
         return runs
 
     def _run(self, module: Any) -> list[tuple[torch.Tensor, ...]]:
-        from forge.runtime.reference import ReferenceExecutor
-
         assert self._inputs is not None
         executor = ReferenceExecutor(module, {}, num_inputs=len(self._inputs[0]))
         return [executor(*inputs) for inputs in self._inputs]
@@ -142,8 +141,6 @@ class NumericsChecker:
 
     def check(self, module: Any, pass_name: str) -> None:
         """Raise ForgeError when `pass_name` changed the results beyond the tolerance."""
-        from forge.diagnostics import ForgeError
-
         actual = self._run(module)
         worst = 0.0
         for expected_run, actual_run in zip(self._expected, actual, strict=True):

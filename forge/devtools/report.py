@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.diagnostics import ForgeError, one_line
+from forge.frontend.capture import capture
+from forge.frontend.importer import import_program
+from forge.frontend.loading import load_model
+from forge.transforms.forge_pipeline import plan
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -44,10 +48,6 @@ class ModelPlan:
 
 def plan_models(names: Sequence[str], tiny: bool, seq: int) -> list[ModelPlan]:
     """Capture, import and plan each model once (the same run as `forge plan`)."""
-    from forge.frontend.capture import capture
-    from forge.frontend.importer import import_program
-    from forge.frontend.loading import load_model
-    from forge.transforms.forge_pipeline import plan
 
     plans = []
     for name in names:

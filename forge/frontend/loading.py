@@ -3,14 +3,13 @@ then capture and import (written once here)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves
-
 from xdsl.dialects.builtin import ModuleOp
 
 from forge.diagnostics import ForgeError

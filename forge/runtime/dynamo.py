@@ -16,14 +16,13 @@ from typing import Any
 import torch
 
 from forge.diagnostics import ForgeError
+from forge.runtime.executor import compile_model
 
 
 def forge_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
     """Compile one Dynamo graph with Forge (options: precision, granularity)."""
-    from forge.runtime.executor import compile_model
-
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
     if len(tensors) != len(example_inputs):
         warnings.warn("forge: graph has non-tensor inputs; running it eagerly", stacklevel=2)

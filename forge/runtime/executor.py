@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,9 +39,16 @@ from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_run
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
+from forge.frontend.capture import capture
+from forge.frontend.importer import import_program
+from forge.frontend.loading import ordered_inputs
+from forge.runtime.precision import assign_mixed_precision, linear_ops
+from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
-from forge.transforms.npu_schedule_affinity import body_ops, check_schedule, device_of
+from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
+from forge.transforms.npu_schedule_affinity import check_schedule
+
 
 @dataclass(frozen=True)
 class Step:
@@ -354,8 +361,6 @@ def head_gflops_for(precision: str) -> float:
     """npu-place-devices' `cpu-head-gflops` for an executor at `precision`:
     `CPU_HEAD_GFLOPS` at fp32 where MKL packs weights (`PackedLinear`), else 0 (at
     fp16/int8 the precision applies to every linear, the head included)."""
-    from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
-
     return CPU_HEAD_GFLOPS if precision == "fp32" and packed_gemm_available() else 0.0
 
 
@@ -370,10 +375,6 @@ def compile_model(
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
     `cpu_head_gflops` is npu-place-devices' option (default: `head_gflops_for`)."""
-    from forge.frontend.capture import capture
-    from forge.frontend.importer import import_program
-    from forge.runtime.precision import assign_mixed_precision, linear_ops
-    from forge.transforms.forge_pipeline import plan
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
@@ -387,8 +388,6 @@ def compile_model(
     if precision == "mixed" and not any(
         op.precision is not None for op in linear_ops(program.function)
     ):
-        from forge.frontend.loading import ordered_inputs
-
         inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
         mixed = assign_mixed_precision(program.function, program.weights, inputs)
         notes.append(

@@ -28,12 +28,14 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
+from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function
 from forge.runtime.executor import head_gflops_for
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import alias_classes
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_schedule_affinity import body_ops, count_transitions
+from forge.tuning.autotune import apply_assignment
 from forge.tuning.cost import CostModel, Features, analyze, cei
 
 PHASE34_ABLATIONS = ("npu-place-devices", "npu-schedule-affinity", "npu-linear-scan")
@@ -136,8 +138,6 @@ def run_variant(
         buffers = len(alias_classes(report.liveness))
     seconds = time.perf_counter() - start
     if precision == "mixed" and mixed is not None:
-        from forge.tuning.autotune import apply_assignment
-
         apply_assignment(module, mixed)
     features = analyze(function, num_inputs).at(precision)
     return Row(
@@ -168,8 +168,6 @@ def ablate(
     `measure(planned_module)` -> (mean latency ms, executor build seconds) times a
     variant; then `eager_ms` gives speedup and CEI (compile time: `import_seconds`, the
     variant's Phases 2-4 and the executor build)."""
-    from forge.diagnostics import ForgeError
-
     unknown = [p for p in passes if p not in ABLATIONS]
     if unknown:
         raise ForgeError(f"cannot ablate {', '.join(unknown)} (ablatable: {', '.join(ABLATIONS)})")

@@ -29,11 +29,17 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from forge.conversion.nnfactory_graph import LINEAR_OPS
 from forge.diagnostics import ForgeError
+from forge.dialects.context import entry_function, infer_num_inputs, make_context
+from forge.frontend.loading import ordered_inputs
+from forge.runtime.precision import assign_mixed_precision
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_optimize import PHASE2_PASSES
-from forge.transforms.pattern_pass import collect_statistics
-from forge.tuning.cost import CostModel, Features, Structure, analyze
+from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
+from forge.transforms.pattern_pass import collect_statistics, count_ops
+from forge.tuning.cost import PRECISIONS as PRICED
+from forge.tuning.cost import CostModel, Features, Structure, analyze, entry
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 LAYOUTS = ("auto", "channels-last", "contiguous")
@@ -289,15 +295,11 @@ def _wants_nhwc(group: _Group) -> bool:
     """Some operand asks for channels-last; if none does, layout=channels-last is exactly
     layout=auto on this state (the policies differ only there, and the pass inserts no
     such op)."""
-    from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
-
     return any(CHANNELS_LAST in preferred_layouts(op) for op in group.module.walk())
 
 
 def _same(a: ModuleOp, b: ModuleOp) -> bool:
     """Identical IR; op counts first, as a cheap filter."""
-    from forge.transforms.pattern_pass import count_ops
-
     return count_ops(a) == count_ops(b) and a.is_structurally_equivalent(b)
 
 
@@ -315,8 +317,6 @@ def sweep(
     `consume` (then the sweep rewrites it instead of a copy). `mixed` (weight name ->
     fp16/int8, from `mixed_assignment`) prices precision=mixed as the executor will run
     it; without it, mixed uses the cost model's stand-in."""
-    from forge.dialects.context import make_context
-
     model = model or CostModel.current()
     wanted = list(dict.fromkeys(configs if configs is not None else grid(full)))
     if not wanted:
@@ -331,9 +331,6 @@ def sweep(
         start, cpu_start = time.perf_counter(), time.process_time()
         unfused = analyze(module, num_inputs)
         if num_inputs is None:
-            from forge.dialects.context import infer_num_inputs
-            from forge.tuning.cost import entry
-
             num_inputs = infer_num_inputs(entry(module))
         search = _Search(make_context())
         built = search.explore(module if consume else module.clone(), structures, num_inputs)
@@ -381,8 +378,6 @@ def mixed_assignment(
     weight argument and input activation, so every configuration's graph gets the same
     assignment (`apply_assignment`). A weight several linears read takes the most
     precise decision, as the executor does."""
-    from forge.runtime.precision import assign_mixed_precision
-
     report = assign_mixed_precision(module.clone(), weights, inputs)
     kept = set(report.fp16)
     assignment: dict[str, str] = {}
@@ -403,8 +398,6 @@ def apply_assignment(module: ModuleOp, assignment: Mapping[str, str]) -> int:
     from xdsl.dialects.builtin import StringAttr
     from xdsl.ir import BlockArgument
 
-    from forge.conversion.nnfactory_graph import LINEAR_OPS
-
     marked = 0
     for op in module.walk():
         if not isinstance(op, LINEAR_OPS):
@@ -420,8 +413,6 @@ def apply_assignment(module: ModuleOp, assignment: Mapping[str, str]) -> int:
 def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
     """`mixed_assignment` of a loaded `forge.frontend.loading.Program`, or None (and why) when its
     weights are on the meta device and cannot be measured."""
-    from forge.frontend.loading import ordered_inputs
-    from forge.dialects.context import entry_function
 
     if any(getattr(w, "is_meta", False) for w in program.weights.values()):
         return None, "mixed precision: meta-device weights, priced with the stand-in assignment"
@@ -433,8 +424,6 @@ def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
 
 
 def _validate(c: Config) -> None:
-    from forge.tuning.cost import PRECISIONS as PRICED
-
     if not 0.0 <= c.alpha <= 1.0:
         raise ForgeError(f"alpha must lie in [0, 1], got {c.alpha}")
     if c.layout not in LAYOUTS:

@@ -37,6 +37,12 @@ from typing import Any
 import numpy as np
 
 from forge.diagnostics import ForgeError
+from forge.dialects.context import entry_function
+from forge.frontend import models
+from forge.frontend.loading import Loaded, load_program, ordered_inputs, program_of
+from forge.frontend.models import SPECS
+from forge.runtime.executor import CompiledNPUExecutor
+from forge.transforms.forge_pipeline import plan
 from forge.tuning.autotune import PRECISIONS, Config, apply_assignment, grid, program_assignment
 from forge.tuning.cost import FEATURES, CostModel, Features, analyze
 
@@ -208,8 +214,6 @@ def variants(
     depths: Sequence[int] = DEPTHS,
 ) -> list[Variant]:
     """Every tiny model at every depth and sequence length, `points` spread evenly."""
-    from forge.frontend.models import SPECS
-
     unknown = [m for m in models if m not in SPECS]
     if unknown:
         raise ForgeError(f"calibrate uses built-in models; unknown: {', '.join(unknown)}")
@@ -235,9 +239,6 @@ def load_variant(variant: Variant) -> Any:
     import torch
     import transformers
 
-    from forge.frontend import models
-    from forge.frontend.loading import Loaded, load_program, program_of
-
     if variant.depth == 1:
         return load_program(variant.reference, variant.tiny, variant.seq, real_weights=True)
 
@@ -257,10 +258,6 @@ def load_variant(variant: Variant) -> Any:
 def build_points(variant: Variant, rng: random.Random, progress: Progress) -> list[Point]:
     """Plan `variant` under randomly drawn configurations and build an executor for each
     distinct (graph, precision) until it has `variant.points` of them."""
-    from forge.frontend.loading import ordered_inputs
-    from forge.dialects.context import entry_function
-    from forge.runtime.executor import CompiledNPUExecutor
-    from forge.transforms.forge_pipeline import plan
 
     start = time.perf_counter()
     program = load_variant(variant)

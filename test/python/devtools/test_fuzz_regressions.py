@@ -9,7 +9,7 @@ import pytest
 
 from forge.devtools.fuzz_models import check, load_spec
 
-SAVED = sorted((Path(__file__).parent / "regressions" / "models").glob("*.json"))
+SAVED = sorted((Path(__file__).resolve().parents[1] / "regressions" / "models").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", SAVED, ids=[p.stem for p in SAVED])

@@ -83,7 +83,7 @@ def test_fuse_attention_needs_dce_for_asserts_and_is_idempotent() -> None:
     assert again[0].rewrites == 0
 
 
-LIT_FILE = Path(__file__).resolve().parents[1] / "transforms" / "npu-fuse-attention.mlir"
+LIT_FILE = Path(__file__).resolve().parents[2] / "transforms" / "npu-fuse-attention.mlir"
 POSITIVES = [c for c in LIT_FILE.read_text().split("// -----") if "// Positive" in c]
 
 

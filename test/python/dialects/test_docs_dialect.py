@@ -26,7 +26,7 @@ import pytest
 from forge.dialects.npu import NAMED_OPS, NPU
 from forge.tools.forge_opt import main as forge_opt
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "dialect.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "dialect.md"
 FENCE = re.compile(r"^[ \t]*```([\w-]*)[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 HEADING = re.compile(r"^### `([^`]+)`[ \t]*$", re.MULTILINE)
 ERROR_COMMENT = re.compile(r"^[ \t]*// error: (.+?)[ \t]*$", re.MULTILINE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def test_tutorial_page_shows_the_files_that_run() -> None:

@@ -7,9 +7,9 @@ import torch
 from conftest import load_tiny
 
 from forge.devtools.numerics import agreement, eager_outputs
-from forge.frontend.loading import ordered_inputs
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function
+from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import assign_mixed_precision, linear_ops, measure_sensitivity
 from forge.transforms.forge_pipeline import plan

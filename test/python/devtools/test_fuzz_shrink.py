@@ -14,6 +14,9 @@ import pytest
 import forge.runtime.executor
 from forge.cli import main
 from forge.devtools import fuzz_models as fm
+from forge.devtools.fuzz_models import BlockSpec, ModelSpec
+from forge.diagnostics import ForgeError
+from forge.dialects import npu
 from forge.tools.fuzz_ir import (
     ddmin,
     fuzz,
@@ -23,9 +26,6 @@ from forge.tools.fuzz_ir import (
     shrink_lines,
     signature,
 )
-from forge.devtools.fuzz_models import BlockSpec, ModelSpec
-from forge.diagnostics import ForgeError
-from forge.dialects import npu
 from forge.transforms.npu_dce import NpuDCEPass
 
 EXP = (

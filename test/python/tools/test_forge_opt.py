@@ -11,7 +11,7 @@ import pytest
 
 from forge.tools.forge_opt import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "test" / "samples" / "gpt2_attention.mlir"
 
 

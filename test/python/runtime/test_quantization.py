@@ -12,9 +12,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from forge.conversion.nnfactory_graph import LINEAR_OPS, graph_input, quantize_int8
 from forge.devtools.numerics import agreement, eager_outputs
-from forge.frontend.loading import ordered_inputs
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
+from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import plan
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 EXAMPLES = [
     pytest.param(code, id=f"{path.name}:{i}")

@@ -7,7 +7,7 @@ from pathlib import Path
 from forge.tools.gen_pass_docs import render
 from forge.transforms import FORGE_PASSES
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "passes.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "passes.md"
 
 
 def test_pass_reference_is_current() -> None:

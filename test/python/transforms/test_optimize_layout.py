@@ -16,9 +16,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel
-from forge.frontend.loading import ordered_inputs
 from forge.dialects import npu
 from forge.dialects.context import entry_function
+from forge.frontend.loading import ordered_inputs
 from forge.transforms import run_pipeline
 from forge.transforms.npu_optimize_layout import (
     ATEN_VIEW_OPCODES,

@@ -13,9 +13,9 @@ import torch
 from conftest import load_tiny
 
 from forge.devtools.numerics import compare, eager_outputs
-from forge.frontend.loading import ordered_inputs
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function
+from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
 from forge.transforms.forge_pipeline import PlanReport, plan
 

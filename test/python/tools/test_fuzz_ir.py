@@ -10,7 +10,7 @@ import pytest
 from forge.tools.fuzz_ir import fuzz, run_case
 from forge.transforms.npu_dce import NpuDCEPass
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VALID = "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  func.return %x : tensor<4xf32>\n}\n"
 
 

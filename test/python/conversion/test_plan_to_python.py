@@ -17,14 +17,14 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from forge.conversion import nnfactory_graph
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
 from forge.conversion.plan_to_python import plan_to_python
-from forge.frontend.loading import ordered_inputs
 from forge.dialects.context import entry_function
+from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import linear_ops
 from forge.tools.forge_opt import main
 from forge.transforms.forge_pipeline import plan
 
-SAMPLE = Path(__file__).parents[1] / "samples" / "gpt2_attention.mlir"
+SAMPLE = Path(__file__).parents[2] / "samples" / "gpt2_attention.mlir"
 
 
 def run_program(

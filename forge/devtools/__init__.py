@@ -1,0 +1,1 @@
+"""Developer tools: numerics, fuzzing, benchmarks, reports, the layer checker."""

@@ -1,0 +1,1 @@
+"""Phase 1: capture (torch.export), import into the `npu` dialect, built-in models, loading."""

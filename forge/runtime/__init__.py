@@ -1,0 +1,1 @@
+"""Running compiled programs: the executor, compile entry points, NNFactory checks."""

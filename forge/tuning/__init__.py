@@ -1,0 +1,1 @@
+"""The cost model and what searches with it: ablation, autotuning, calibration."""
