@@ -39,7 +39,7 @@ from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
 from forge.transforms.pattern_pass import collect_statistics, count_ops
 from forge.tuning.cost import PRECISIONS as PRICED
-from forge.tuning.cost import CostModel, Features, Structure, analyze, entry
+from forge.tuning.cost import CostModel, Features, Structure, analyze
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 LAYOUTS = ("auto", "channels-last", "contiguous")
@@ -331,7 +331,7 @@ def sweep(
         start, cpu_start = time.perf_counter(), time.process_time()
         unfused = analyze(module, num_inputs)
         if num_inputs is None:
-            num_inputs = infer_num_inputs(entry(module))
+            num_inputs = infer_num_inputs(entry_function(module))
         search = _Search(make_context())
         built = search.explore(module if consume else module.clone(), structures, num_inputs)
         assigned: dict[tuple[float, str, int], Structure] = {}

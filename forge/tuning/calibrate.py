@@ -272,7 +272,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
         if len(points) >= variant.points:
             break
         module = program.module.clone()
-        allocation = plan(module, iterations, alpha, layout).allocation
+        allocation = plan(module, iterations=iterations, alpha=alpha, layout=layout).allocation
         plans += 1
         text = str(module)
         for precision in rng.sample(PRECISIONS, len(PRECISIONS)):
