@@ -11,10 +11,11 @@ from xdsl.dialects import func
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func
+from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser import Parser
 
 from forge import xdsl_compat
-from forge.diagnostics import ForgeError
+from forge.diagnostics import ForgeError, op_error
 from forge.dialects.npu import NPU
 
 xdsl_compat.apply()
@@ -32,7 +33,34 @@ def make_context() -> Context:
 def parse_module(text: str, name: str = "<string>") -> ModuleOp:
     module = Parser(make_context(), text, name).parse_module()
     module.verify()
+    verify_dominance(module)
     return module
+
+
+def verify_dominance(root: Operation) -> None:
+    """MLIR's SSA rule, which xDSL's verifier does not check: every operand is an
+    argument of an enclosing block or a result of an op that comes before its user in
+    an enclosing block. (A region of several blocks counts as one scope: Forge's IR has
+    none, and branch dominance is beyond what it needs.)"""
+    for region in root.regions:
+        _verify_region(region, frozenset())
+
+
+def _verify_region(region: Region, outer: frozenset[SSAValue]) -> None:
+    visible = set(outer)
+    if len(region.blocks) > 1:
+        for block in region.blocks:
+            visible.update(block.args)
+            visible.update(r for op in block.ops for r in op.results)
+    for block in region.blocks:
+        visible.update(block.args)
+        for op in block.ops:
+            for index, operand in enumerate(op.operands):
+                if operand not in visible:
+                    raise op_error(op, f"operand #{index} does not dominate this use")
+            for nested in op.regions:
+                _verify_region(nested, frozenset(visible))
+            visible.update(op.results)
 
 
 def entry_function(module: ModuleOp | func.FuncOp) -> func.FuncOp:

@@ -1,5 +1,5 @@
 """Fixes to the pinned xDSL (0.75.0), applied by the two places Forge parses text
-(`forge.pipeline` and `forge-opt`) when they are imported; `import forge` stays free
+(`forge.dialects.context` and `forge-opt`) when they are imported; `import forge` stays free
 of xDSL.
 
 * The MLIR lexer matches string literals with `"(?:[^"\\...]+|\\...)*"`, a nested
@@ -8,6 +8,8 @@ of xDSL.
   forge-opt never finished. The same pattern with possessive quantifiers (Python 3.11)
   matches the same strings and fails in linear time, so the parser reports the
   unterminated literal as usual.
+* `TensorType` accepts dimensions of any size; MLIR's are int64_t, and a dimension of
+  10^26 overflowed later (`-t python`). The verifier now rejects what does not fit.
 * `IntegerType` accepts any bitwidth, and verifying a value of `i9999999999` builds
   2**9999999999 (fuzz-ir found that hang too). MLIR limits integer types to 16777215
   bits; the verifier now says so.
@@ -22,6 +24,9 @@ STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+
 
 MAX_INTEGER_WIDTH = (1 << 24) - 1
 """MLIR's limit on integer bitwidths."""
+
+MAX_DIMENSION = (1 << 63) - 1
+"""Tensor dimensions are int64_t in MLIR; larger ones overflow every consumer."""
 
 
 _applied = False
@@ -49,3 +54,17 @@ def apply() -> None:
         verify_width(self)
 
     IntegerType.verify = verify  # type: ignore[method-assign]
+
+    from xdsl.dialects.builtin import TensorType
+
+    verify_tensor = TensorType.verify
+
+    def verify_shape(self: TensorType) -> None:
+        for dim in self.get_shape():
+            if not -1 <= dim <= MAX_DIMENSION:
+                raise VerifyException(
+                    f"dimension {dim} does not fit in a signed 64-bit integer (MLIR's limit)"
+                )
+        verify_tensor(self)
+
+    TensorType.verify = verify_shape  # type: ignore[method-assign]

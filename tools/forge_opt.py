@@ -32,7 +32,9 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge import xdsl_compat
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
+from forge.dialects.context import verify_dominance
 from forge.dialects.npu import NPU
+from forge.files import AtomicFile
 from forge.tools.emit_dot import module_to_dot
 from forge.transforms import defined_in, get_all_passes
 from forge.transforms.pattern_pass import collect_statistics, format_statistics
@@ -80,6 +82,10 @@ def first_invalid_op(module: ModuleOp) -> tuple[Operation, Exception] | None:
 def verify_module(module: ModuleOp, after: str | None = None) -> None:
     try:
         module.verify()
+        verify_dominance(module)
+    except ForgeError as e:
+        suffix = f" (after pass '{after}')" if after else ""
+        raise ForgeError(str(e.args[0]) + suffix, e.location) from e
     except Exception as e:
         found = first_invalid_op(module)
         suffix = f" (after pass '{after}')" if after else ""
@@ -255,12 +261,29 @@ class ForgeOptMain(xDSLOptMain):
         if self.args.pass_statistics:
             print(format_statistics(records), file=sys.stderr)
 
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        """Any file is read as MLIR text, whatever its extension, as mlir-opt does."""
+        stream, _ = super().get_input_stream()
+        return stream, "mlir"
+
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp:
-        text = chunk.read().decode()
+        data = chunk.read()
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as e:
+            raise ForgeError(
+                f"not UTF-8 text ({e.reason} at byte {e.start}); forge-opt reads MLIR text",
+                self.get_input_name(),
+            ) from e
         if start_offset:
             text = "\n" * start_offset + text  # keep line numbers true under --split-input-file
         parser = LocatingParser(self.ctx, text, self.get_input_name())
-        module = parser.parse_module(not self.args.no_implicit_module)
+        try:
+            module = parser.parse_module(not self.args.no_implicit_module)
+        except RecursionError as e:
+            # xDSL's parser recurses per nesting level; Python's stack ends first.
+            where = parser._current_token.span.get_location()
+            raise ForgeError("nesting too deep to parse", str(where)) from e
         if not self.args.disable_verify:
             verify_module(module)
         return module
@@ -290,7 +313,9 @@ class ForgeOptMain(xDSLOptMain):
                 print(name)
             return
         chunks, _ = self.prepare_input()
-        output = self.prepare_output()
+        target = None if self.args.output_file is None else AtomicFile(self.args.output_file)
+        output = sys.stdout if target is None else target.stream
+        succeeded = False
         try:
             for i, (chunk, offset) in enumerate(chunks):
                 if i > 0:
@@ -305,9 +330,12 @@ class ForgeOptMain(xDSLOptMain):
                 finally:
                     chunk.close()
                 output.flush()
+            succeeded = True
         finally:
-            if output is not sys.stdout:
-                output.close()
+            if target is not None and succeeded:
+                target.commit()
+            elif target is not None:
+                target.discard()  # a failing run leaves an existing -o file as it was
         if self.args.time_passes:
             self.print_timings()
 

@@ -21,9 +21,6 @@ from typing import ClassVar
 import torch
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
-    FloatAttr,
-    IntegerAttr,
-    IntegerType,
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -38,73 +35,21 @@ from forge.conversion.cpu_kernels import NoKernel, cpu_kernel
 from forge.dialects import npu
 from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, normalize_dim, numel, shape_of
+from forge.transforms.matchers import (
+    constant_of,
+    replace_and_erase_producers,
+    scalar_value,
+    splat_value,
+)
 from forge.transforms.pattern_pass import NpuPatternPass
 
 # ----------------------------------------------------------------------- helpers
 
 
-def _scalar_value(attr: FloatAttr | IntegerAttr) -> float:
-    """The number a `scalar` property stands for (an `i1` true is stored as -1)."""
-    if isinstance(attr, IntegerAttr):
-        value = attr.value.data
-        return float(bool(value)) if attr.type.width.data == 1 else float(value)
-    return attr.value.data
-
-
-def _constant_of(value: SSAValue) -> npu.ConstantOp | None:
-    owner = value.owner
-    return owner if isinstance(owner, npu.ConstantOp) else None
-
-
-def _splat_value(value: SSAValue) -> float | None:
-    """The single value of a splat `npu.constant`, or None if `value` is not one."""
-    constant = _constant_of(value)
-    if constant is None:
-        return None
-    values = constant.value.get_values()
-    if not values or values.count(values[0]) != len(values):
-        return None
-    first = values[0]
-    if isinstance(first, tuple):  # complex
-        return None
-    element = constant.value.get_element_type()
-    if isinstance(element, IntegerType) and element.width.data == 1:
-        return float(bool(first))
-    return float(first)
-
-
-def _erase_dead_producers(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None:
-    """Erase the pure ops that fed a folded op and now have no users (recursively).
-
-    A fold consumes its inputs: without this, every fold would leave a dead constant
-    or view behind for npu-dce, and the pass's own output would not show what it did.
-    """
-    work = [v.owner for v in values]
-    while work:
-        op = work.pop()
-        if not isinstance(op, npu.NpuOp) or op.parent is None:
-            continue
-        if any(r.uses for r in op.results) or not is_side_effect_free(op):
-            continue
-        work.extend(v.owner for v in op.operands)
-        rewriter.erase(op)
-
-
-def _replace(
-    op: Operation,
-    new_ops: Sequence[Operation],
-    new_values: Sequence[SSAValue],
-    rewriter: PatternRewriter,
-) -> None:
-    """Replace `op` (callers have checked the types match) and drop what fed only it."""
-    operands = list(op.operands)
-    rewriter.replace(op, new_ops, new_values)
-    _erase_dead_producers(operands, rewriter)
-
-
 def _forward(op: Operation, value: SSAValue, rewriter: PatternRewriter) -> None:
-    """Replace `op`'s single result by an existing `value` of the same type."""
-    _replace(op, [], [value], rewriter)
+    """Replace `op`'s single result by an existing `value` of the same type, and drop
+    what fed only it: a fold must not leave a dead constant or view for npu-dce."""
+    replace_and_erase_producers(op, [], [value], rewriter)
 
 
 def _is_static(value_type: Attribute) -> bool:
@@ -140,17 +85,17 @@ class FoldIdentityArithmetic(RewritePattern):
         if neutral is None:
             return
         if op.scalar is not None:
-            if _scalar_value(op.scalar) == neutral and op.result.type == op.lhs.type:
+            if scalar_value(op.scalar) == neutral and op.result.type == op.lhs.type:
                 _forward(op, op.lhs, rewriter)
             return
         assert op.rhs is not None
-        if _splat_value(op.rhs) == neutral and op.result.type == op.lhs.type:
+        if splat_value(op.rhs) == neutral and op.result.type == op.lhs.type:
             _forward(op, op.lhs, rewriter)
             return
         left_neutral = self.LEFT_NEUTRAL.get(type(op))
         if (
             left_neutral is not None
-            and _splat_value(op.lhs) == left_neutral
+            and splat_value(op.lhs) == left_neutral
             and op.result.type == op.rhs.type
         ):
             _forward(op, op.rhs, rewriter)
@@ -307,7 +252,7 @@ class FoldReshapeChain(RewritePattern):
         both_views = isinstance(op, npu.ViewOp) and isinstance(inner, npu.ViewOp)
         merged_type = npu.ViewOp if both_views else npu.ReshapeOp
         merged = merged_type.create(operands=[source], result_types=[op.result.type])
-        _replace(op, [merged], merged.results, rewriter)
+        replace_and_erase_producers(op, [merged], merged.results, rewriter)
 
 
 class FoldUnsqueezeSqueeze(RewritePattern):
@@ -377,7 +322,7 @@ def _evaluable(op: Operation) -> bool:
             return all(_is_static(v.type) for v in op.operands)
     elif not op.operands:
         return False
-    if not all(_constant_of(v) is not None for v in op.operands):
+    if not all(constant_of(v) is not None for v in op.operands):
         return False
     return is_side_effect_free(op)
 
@@ -385,7 +330,7 @@ def _evaluable(op: Operation) -> bool:
 def _operand_tensor(value: SSAValue) -> torch.Tensor:
     """A constant operand's value. Any other operand (of a value-independent op) only
     lends its type: a broadcast zero of that type stands in, without allocating it."""
-    constant = _constant_of(value)
+    constant = constant_of(value)
     if constant is not None:
         return cpu_kernel(constant)()
     assert isinstance(value.type, TensorType)
@@ -447,7 +392,7 @@ class FoldConstantComputation(RewritePattern):
         if any(a is None for a in attrs):
             return
         constants = [npu.ConstantOp(a) for a in attrs if a is not None]
-        _replace(op, constants, [c.result for c in constants], rewriter)
+        replace_and_erase_producers(op, constants, [c.result for c in constants], rewriter)
 
     @staticmethod
     def evaluate(op: Operation) -> list[torch.Tensor] | None:

@@ -61,7 +61,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    IntegerAttr,
     TensorType,
     f64,
 )
@@ -82,13 +81,16 @@ from forge.dialects.shapes import (
     normalize_dim,
     shape_of,
 )
+from forge.transforms.matchers import (
+    erase_unused,
+    scalar_value,
+    single_use,
+    splat_value,
+    swapped_last_two_dims,
+)
 from forge.transforms.pattern_pass import NpuPatternPass
 
 # ----------------------------------------------------------------- helpers
-
-
-def _single_use(value: SSAValue) -> bool:
-    return value.has_one_use()
 
 
 def _static(shape: Sequence[int]) -> bool:
@@ -103,34 +105,17 @@ def _fits(shape: Sequence[int], target: Sequence[int]) -> bool:
         return False
 
 
-def _number(attr: Attribute | None) -> float | None:
-    if isinstance(attr, FloatAttr | IntegerAttr):
-        return float(attr.value.data)
-    return None
-
-
-def _splat_constant(value: SSAValue) -> float | None:
-    """The value of a one-element `npu.constant` (a scalar passed as a tensor)."""
-    op = value.owner
-    if not isinstance(op, npu.ConstantOp):
-        return None
-    values = op.value.get_values()
-    if len(values) != 1:
-        return None
-    return float(values[0])
-
-
 def _scalar_factor(op: Operation, x: SSAValue) -> float | None:
     """The factor `op` multiplies `x` by, when `op` is a mul/div of `x` by a scalar
-    (a `scalar` property or a one-element constant), keeping `x`'s type."""
+    (a `scalar` property or a splat constant), keeping `x`'s type."""
     if not isinstance(op, npu.MulOp | npu.DivOp) or op.result.type != x.type:
         return None
     if op.rhs is None:
-        c = _number(op.scalar) if op.lhs is x else None
+        c = scalar_value(op.scalar) if op.lhs is x else None
     elif op.lhs is x:
-        c = _splat_constant(op.rhs)
+        c = splat_value(op.rhs)
     elif isinstance(op, npu.MulOp) and op.rhs is x:
-        c = _splat_constant(op.lhs)
+        c = splat_value(op.lhs)
     else:
         c = None
     if c is None or not math.isfinite(c):
@@ -200,11 +185,11 @@ def is_identity_on_probs(op: Operation) -> bool:
 def match_probs(value: SSAValue, consumed: list[Operation]) -> npu.SoftmaxOp | None:
     """From the P@V lhs up through identities to a softmax over the last dim."""
     while isinstance(op := value.owner, npu.CastOp | npu.DropoutOp):
-        if not _single_use(value) or not is_identity_on_probs(op):
+        if not single_use(value) or not is_identity_on_probs(op):
             return None
         consumed.append(op)
         value = op.input
-    if not isinstance(op, npu.SoftmaxOp) or not _single_use(value):
+    if not isinstance(op, npu.SoftmaxOp) or not single_use(value):
         return None
     rank = len(shape_of(op.input.type))
     if rank < 2 or normalize_dim(op.dim.value.data, rank) != rank - 1:
@@ -229,7 +214,7 @@ def match_mask(op: Operation, x: SSAValue) -> MaskStep | None:
             return None
         return MaskStep("add", mask=mask)
     if isinstance(op, npu.WhereOp) and op.on_true is x and op.on_false is None:
-        fill = _number(op.scalar)  # whether it absorbs the scores: `fills_absorb`
+        fill = scalar_value(op.scalar)  # whether it absorbs the scores: `fills_absorb`
         return None if fill is None else MaskStep("where", mask=op.cond, fill=fill)
     return None
 
@@ -251,7 +236,7 @@ def match_scores(value: SSAValue, consumed: list[Operation]) -> ScoreChain | Non
     Tries both sides of a commutative step (`mask + scores`, `c * scores`): the one
     that doesn't lead to a matmul fails and the other is taken.
     """
-    if not _single_use(value):
+    if not single_use(value):
         return None
     op = value.owner
     if isinstance(op, npu.MatmulOp):
@@ -281,7 +266,7 @@ def fills_absorb(steps: Sequence[MaskStep], element: Attribute) -> bool:
 def peel_scale(value: SSAValue, consumed: list[Operation]) -> tuple[SSAValue, float]:
     """`x * c` (or `x / c`) used only here: (x, c); anything else: (value, 1)."""
     op = value.owner
-    if not isinstance(op, npu.MulOp | npu.DivOp) or not _single_use(value):
+    if not isinstance(op, npu.MulOp | npu.DivOp) or not single_use(value):
         return value, 1.0
     factor = _scalar_factor(op, op.lhs)
     x = op.lhs
@@ -295,22 +280,12 @@ def peel_scale(value: SSAValue, consumed: list[Operation]) -> tuple[SSAValue, fl
 
 def unwrap_k_transpose(value: SSAValue, consumed: list[Operation]) -> SSAValue | None:
     """`transpose(k, -2, -1)` (or the equivalent permute): k; anything else: None."""
-    op = value.owner
-    if not isinstance(op, npu.TransposeOp | npu.PermuteOp):
+    swapped = swapped_last_two_dims(value)
+    if swapped is None:
         return None
-    rank = len(shape_of(op.input.type))
-    if rank < 2:
-        return None
-    if isinstance(op, npu.TransposeOp):
-        dims = {normalize_dim(op.dim0.value.data, rank), normalize_dim(op.dim1.value.data, rank)}
-        if dims != {rank - 2, rank - 1}:
-            return None
-    else:
-        perm = [normalize_dim(int(d), rank) for d in op.dims.get_values()]
-        if perm != [*range(rank - 2), rank - 1, rank - 2]:
-            return None
-    consumed.append(op)
-    return op.input
+    view, k = swapped
+    consumed.append(view)
+    return k
 
 
 def _skip_identity_slices(value: SSAValue, chain: list[Operation]) -> SSAValue:
@@ -454,13 +429,6 @@ def build_mask(
     return mask, scale
 
 
-def erase_dead(ops: Sequence[Operation], rewriter: PatternRewriter) -> None:
-    """Erase, consumer first, the listed ops whose results nobody uses any more."""
-    for op in ops:
-        if op.parent is not None and not any(r.uses for r in op.results):
-            rewriter.erase(op)
-
-
 # ----------------------------------------------------------------- pattern
 
 
@@ -502,8 +470,8 @@ class FuseAttention(RewritePattern):
             properties={"scale": FloatAttr(scale * q_factor * kt_factor * k_factor, f64)},
         )
         rewriter.replace(op, [*new_ops, sdpa])
-        erase_dead(chain.consumed, rewriter)
-        erase_dead(producers, rewriter)
+        erase_unused(chain.consumed, rewriter)
+        erase_unused(producers, rewriter)
 
 
 @dataclass(frozen=True)

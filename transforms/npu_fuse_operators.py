@@ -53,11 +53,16 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import is_side_effect_free
 from xdsl.utils.arg_spec import ArgSpec
 
 from forge.dialects import npu
 from forge.dialects.shapes import element_type, is_float, shape_of, shapes_equal
+from forge.transforms.matchers import (
+    only_user,
+    replace_and_erase_producers,
+    scalar_value,
+    single_use,
+)
 from forge.transforms.pattern_pass import NpuPatternPass, float_options
 
 # Thresholds: a rewrite is enabled when alpha >= its threshold (see the module docstring).
@@ -130,16 +135,6 @@ def activation_name(op: Operation) -> str | None:
     return None
 
 
-def only_user(value: SSAValue, user: Operation) -> bool:
-    """Whether `user` is the single use of `value`: fusing otherwise would keep the
-    intermediate alive and compute it twice."""
-    return value.get_user_of_unique_use() is user
-
-
-def single_use(value: SSAValue) -> bool:
-    return value.has_one_use()
-
-
 def float_tensor(value: SSAValue) -> bool:
     return is_float(element_type(value.type))
 
@@ -159,10 +154,6 @@ def placed_like(op: Operation, *sources: Operation) -> Operation:
     return op
 
 
-def scalar_of(op: npu.BinaryOp) -> float | None:
-    return float(op.scalar.value.data) if op.scalar is not None else None
-
-
 def close(value: float | None, expected: float) -> bool:
     return value is not None and math.isclose(value, expected, rel_tol=CONSTANT_RTOL)
 
@@ -171,23 +162,6 @@ def is_weight(value: SSAValue) -> bool:
     """A function argument (parameters are arguments named by state-dict key) or a
     literal constant: what a linear layer's weight or bias is, unlike activations."""
     return isinstance(value, BlockArgument) or isinstance(value.owner, npu.ConstantOp)
-
-
-def erase_dead(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None:
-    """Erase the pure npu ops behind `values` that a rewrite left without users.
-
-    The pass driver runs without DCE, and a fused formula must not leave its pieces
-    behind for the op count to report."""
-    stack, erased = list(values), set[int]()
-    while stack:
-        owner = stack.pop().owner
-        if not isinstance(owner, npu.NpuOp) or id(owner) in erased:
-            continue
-        if any(result.uses for result in owner.results) or not is_side_effect_free(owner):
-            continue
-        erased.add(id(owner))
-        stack.extend(owner.operands)
-        rewriter.erase(owner)
 
 
 # ----------------------------------------------------------------- patterns
@@ -266,16 +240,16 @@ class RecognizeTanhGelu(RewritePattern):
         if x is None or x.type != op.result.type:
             return
 
-        operands = list(op.operands)
         gelu = npu.GeluOp(x, {"approximate": StringAttr("tanh")})
-        rewriter.replace(op, placed_like(gelu, op))
-        erase_dead(operands, rewriter)
+        replace_and_erase_producers(op, placed_like(gelu, op), None, rewriter)
 
     @staticmethod
     def is_one_plus_tanh_of_cubic(value: SSAValue, x: SSAValue) -> bool:
         """`value` is `1 + tanh(√(2/π)·(x + 0.044715·x³))`, every step used only here."""
         add = value.owner
-        if not isinstance(add, npu.AddOp) or not single_use(value) or not close(scalar_of(add), 1):
+        if not isinstance(add, npu.AddOp) or not single_use(value):
+            return False
+        if not close(scalar_value(add.scalar), 1):
             return False
         tanh = add.lhs.owner
         if not isinstance(tanh, npu.TanhOp) or not single_use(add.lhs):
@@ -307,13 +281,15 @@ def product(value: SSAValue, root: bool = False) -> tuple[list[SSAValue], float]
         return [value], 1.0  # broadcasting: not an elementwise product of like tensors
     factors, scale = product(op.lhs)
     if isinstance(op, npu.PowOp):
-        exponent = scalar_of(op)
+        exponent = scalar_value(op.scalar)
         if exponent not in (2.0, 3.0, 4.0):
             return [value], 1.0
         n = int(exponent)
         return factors * n, scale**n
     if op.rhs is None:
-        return factors, scale * float(op.scalar.value.data)  # type: ignore[union-attr]
+        factor = scalar_value(op.scalar)
+        assert factor is not None  # a binary op has an rhs or a scalar
+        return factors, scale * factor
     right, right_scale = product(op.rhs)
     return factors + right, scale * right_scale
 

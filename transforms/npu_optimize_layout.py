@@ -60,6 +60,7 @@ from xdsl.rewriter import InsertPoint
 
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, element_type, normalize_dim, shape_of
+from forge.transforms.matchers import swapped_last_two_dims
 from forge.transforms.pattern_pass import NpuPatternPass
 
 CONTIGUOUS = "contiguous"
@@ -314,23 +315,6 @@ def _derived_strides(
 # ------------------------------------------------------------------------- patterns
 
 
-def transposed_b(value: SSAValue) -> tuple[Operation, SSAValue] | None:
-    """If `value` swaps exactly the last two dims of some `b`, (that view op, b)."""
-    op = value.owner
-    rank = len(shape_of(value.type))
-    if rank < 2:
-        return None
-    if isinstance(op, npu.TransposeOp):
-        dims = {normalize_dim(op.dim0.value.data, rank), normalize_dim(op.dim1.value.data, rank)}
-        if dims == {rank - 2, rank - 1}:
-            return op, op.input
-    if isinstance(op, npu.PermuteOp):
-        dims = [normalize_dim(d, rank) for d in op.dims.get_values()]
-        if dims == [*range(rank - 2), rank - 1, rank - 2]:
-            return op, op.input
-    return None
-
-
 def view_root(value: SSAValue) -> SSAValue:
     """The value a chain of view ops starts from."""
     while isinstance(op := value.owner, Operation) and (
@@ -393,7 +377,7 @@ class EnforcePreferredLayout(RewritePattern):
         if self.layout != CONTIGUOUS and not isinstance(view_root(operand).owner, Block):
             return  # a view of an NPU-computed value: free inside the NNFactory graph
         native_b = self.layout != CONTIGUOUS and isinstance(op, npu.MatmulOp) and index == 1
-        if native_b and (transposed := transposed_b(operand)) is not None:
+        if native_b and (transposed := swapped_last_two_dims(operand)) is not None:
             # NNFactory runs matmul(a, b, False, True): copy b if needed, never b^T.
             view, b = transposed
             if not Contiguity().is_contiguous(b):

@@ -6,6 +6,31 @@ import argparse
 from typing import Any
 
 
+class BackendsOption(argparse.Action):
+    """`--backends B,...`, whose help lists the registered bench backends. The registry
+    is read only when help is shown: it imports torch, too slow for `forge` start-up."""
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        # Imported when help is shown, not at `forge` start-up (torch takes seconds).
+        from forge.devtools.bench import backend_names
+
+        return f"comma-separated subset of {','.join(backend_names())}"
+
+    @help.setter
+    def help(self, _: str | None) -> None:
+        """argparse stores the constructor's `help` here; the property above wins."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+
+
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "bench", help="compile time and latency vs eager, inductor, OpenVINO, ONNX Runtime"
@@ -15,11 +40,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--runs", type=int, default=40, help="timed runs per backend (default 40)")
     parser.add_argument("--threads", type=int, default=None, help="default: all cores")
-    parser.add_argument(
-        "--backends",
-        default="all",
-        help="comma-separated subset of forge,forge-op,eager,inductor,openvino,onnxruntime",
-    )
+    parser.add_argument("--backends", default="all", action=BackendsOption)
     parser.add_argument("--json", dest="json_path", help="also write the results here")
     parser.add_argument(
         "--compile-repeats",
@@ -36,9 +57,9 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     import json
 
-    from forge.devtools.bench import BACKENDS, run_bench
+    from forge.devtools.bench import backend_names, run_bench
 
-    backends = BACKENDS if ns.backends == "all" else tuple(ns.backends.split(","))
+    backends = backend_names() if ns.backends == "all" else tuple(ns.backends.split(","))
     report = run_bench(
         ns.model,
         backends,

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from forge.files import atomic_write
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("import", help="capture a model and print its npu IR")
@@ -23,7 +25,7 @@ def run(ns: argparse.Namespace) -> int:
     captured, program = capture_and_import(loaded)
     text = str(program.module) + "\n"
     if ns.output:
-        with open(ns.output, "w") as f:
+        with atomic_write(ns.output) as f:
             f.write(text)
     else:
         sys.stdout.write(text)

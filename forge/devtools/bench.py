@@ -15,40 +15,38 @@ every backend alike. Measured:
 
 OpenVINO's Python API and ONNX Runtime are the optional `bench` extra
 (`pip install -e .[bench]`); a missing one is reported as skipped, not as a failure.
+
+A backend is one `build` function (in the child: compile, return how to run once) and
+one `register(Backend(...))` at module level; `--backends`, the run order, the report's
+tables and `forge report`'s plot all read the registry. A backend registered outside
+this module is found by the child importing the module that registers it.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from forge.devtools.numerics import agreement
 from forge.diagnostics import ForgeError
-from forge.frontend.loading import load_model
+from forge.frontend.loading import Loaded, load_model
 from forge.runtime.executor import compile_model
-
-BACKENDS = ("forge", "forge-op", "eager", "inductor", "openvino", "onnxruntime")
-"""Everything `forge bench` can measure, in the order it runs them."""
-
-LABELS = {
-    "forge": "Forge (segments)",
-    "forge-op": "Forge (granularity=op)",
-    "eager": "torch eager",
-    "inductor": "torch.compile (inductor)",
-    "openvino": "OpenVINO 2024.4 CPU",
-    "onnxruntime": "ONNX Runtime CPU",
-}
-
-OPTIONAL_MODULES = {"openvino": "openvino", "onnxruntime": "onnxruntime"}
 
 
 @dataclass
@@ -67,6 +65,84 @@ class BackendResult:
     """Why the backend did not run (missing extra, failure); empty when it ran."""
     compile_samples: list[float] = field(default_factory=list)
     """`ready_seconds` of every repeat (fresh processes); `ready_seconds` is their median."""
+
+
+# -------------------------------------------------------------------------- backends
+
+AHEAD = "ahead"
+"""`build` compiles: the backend is ready when `build` returns."""
+AT_FIRST_CALL = "first-call"
+"""The first `run()` compiles (torch.compile): ready at the first output."""
+NEVER = "never"
+"""Nothing to compile (eager): no compile times at all."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a backend's `build` gets in its child process: the seeded model and the
+    prompt every backend is fed."""
+
+    loaded: Loaded
+    module: LogitsOnly
+    """`loaded.model` returning just the logits, in eval mode."""
+    ids: torch.Tensor
+    mask: torch.Tensor
+    threads: int
+
+
+@dataclass(frozen=True)
+class Built:
+    """A compiled backend: `run()` computes the logits once."""
+
+    run: Callable[[], Any]
+    detail: str = ""
+    """One line for the report (segments, where the compile time went)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One thing `forge bench` can measure; `register` it to add it to every list."""
+
+    name: str
+    """What `--backends` and the JSON call it."""
+    label: str
+    """What the report's tables call it."""
+    build: Callable[[Workload], Built]
+    """Runs in the child process, timed as the compile: build the executable from
+    `workload.module` (or `workload.loaded`) and say how to run it once. Must be a
+    module-level function of an importable module (or script): the child imports
+    that module to find the backend."""
+    compiles: str = AHEAD
+    """When it compiles: `AHEAD`, `AT_FIRST_CALL` or `NEVER`."""
+    extra: str | None = None
+    """A module of the optional `bench` extra it needs; missing: skipped, not failed."""
+    scratch_env: str | None = None
+    """An environment variable the child gets, naming a fresh directory removed with it
+    (a compile cache that must not carry over from one compile to the next)."""
+
+
+REGISTRY: dict[str, Backend] = {}
+"""Name -> backend, in the order `forge bench` runs and reports them."""
+
+
+def register(backend: Backend) -> Backend:
+    """Add `backend` to `forge bench` (its `--backends`, run order, tables and plot)."""
+    if backend.name in REGISTRY:
+        raise ForgeError(f"bench backend '{backend.name}' is already registered")
+    if backend.compiles not in (AHEAD, AT_FIRST_CALL, NEVER):
+        raise ForgeError(f"bench backend '{backend.name}': unknown compiles={backend.compiles!r}")
+    REGISTRY[backend.name] = backend
+    return backend
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every registered backend, in the order `forge bench` runs them."""
+    return tuple(REGISTRY)
+
+
+def label(name: str) -> str:
+    backend = REGISTRY.get(name)
+    return backend.label if backend is not None else name
 
 
 # ----------------------------------------------------------------------------- child
@@ -96,8 +172,6 @@ def timed_runs(run: Callable[[], Any], runs: int) -> list[float]:
 
 
 def summarize(times: Sequence[float]) -> dict[str, float]:
-    import numpy as np
-
     return {
         "mean": float(np.mean(times)),
         "p50": float(np.percentile(times, 50)),
@@ -106,17 +180,17 @@ def summarize(times: Sequence[float]) -> dict[str, float]:
 
 
 def _to_torch(x: Any) -> torch.Tensor:
-    import numpy as np
-
     return torch.from_numpy(np.asarray(x)) if not isinstance(x, torch.Tensor) else x
 
 
 def prepare(
-    backend: str, model_name: str, tiny: bool, seq: int, threads: int
+    name: str, model_name: str, tiny: bool, seq: int, threads: int
 ) -> tuple[BackendResult, Callable[[], Any]]:
     """Compile one backend in this process, check its first output against eager, warm
     it up; returns its result (latency still empty) and a function running it once."""
-
+    backend = REGISTRY.get(name)
+    if backend is None:
+        raise ForgeError(f"unknown backend '{name}' (known: {', '.join(REGISTRY)})")
     torch.set_num_threads(threads)
     loaded = load_model(model_name, tiny, seq)
     ids = loaded.args[0]
@@ -124,94 +198,121 @@ def prepare(
     module = LogitsOnly(loaded.model).eval()
     with torch.no_grad():
         expected = module(ids, mask)
-    result = BackendResult(backend)
+    result = BackendResult(name)
 
     start = time.perf_counter()
-    if backend in ("forge", "forge-op"):
-        granularity = "op" if backend == "forge-op" else "segment"
-        executor, report = compile_model(
-            loaded.model, loaded.args, loaded.kwargs, "fp32", granularity
-        )
+    built = backend.build(Workload(loaded, module, ids, mask, threads))
+    if backend.compiles == AHEAD:
         result.ready_seconds = time.perf_counter() - start
-        inputs = [ids if n == "input_ids" else mask for n in executor.input_names]
-
-        def run() -> Any:
-            return executor(*inputs)[0]
-
-        result.detail = (
-            f"{len(executor.segments)} segment(s), export {report.export_seconds:.2f} s, "
-            f"NNFactory {report.nnfactory_compile_seconds:.2f} s"
-        )
-    elif backend == "eager":
-
-        def run() -> Any:
-            with torch.no_grad():
-                return module(ids, mask)
-
-    elif backend == "inductor":
-        compiled = torch.compile(module, backend="inductor")
-
-        def run() -> Any:
-            with torch.no_grad():
-                return compiled(ids, mask)
-
-    elif backend == "openvino":
-        import openvino as ov
-
-        with torch.no_grad():
-            ov_model = ov.convert_model(
-                module, example_input={"input_ids": ids, "attention_mask": mask}
-            )
-        request = ov.Core().compile_model(
-            ov_model,
-            "CPU",
-            {
-                "PERFORMANCE_HINT": "LATENCY",
-                "INFERENCE_NUM_THREADS": threads,
-                "INFERENCE_PRECISION_HINT": "f32",
-            },
-        )
-        result.ready_seconds = time.perf_counter() - start
-        feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-
-        def run() -> Any:
-            return _to_torch(request(feed)[0])
-
-    elif backend == "onnxruntime":
-        import shutil
-        import tempfile
-
-        import onnxruntime as ort
-
-        path = Path(tempfile.mkdtemp(prefix="forge-bench-")) / "model.onnx"
-        with torch.no_grad():
-            torch.onnx.export(
-                module, (ids, mask), str(path), input_names=["input_ids", "attention_mask"]
-            )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model
-        result.ready_seconds = time.perf_counter() - start
-        feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-
-        def run() -> Any:
-            return _to_torch(session.run(None, feed)[0])
-
-    else:
-        raise ForgeError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
-
-    actual = run()
+    result.detail = built.detail
+    actual = built.run()
     first = time.perf_counter() - start
-    if backend != "eager":
+    if backend.compiles != NEVER:
         result.first_output_seconds = first
-    if backend == "inductor":
-        result.ready_seconds = first  # torch.compile compiles at the first call
-    run()  # warm-up
+    if backend.compiles == AT_FIRST_CALL:
+        result.ready_seconds = first
+    built.run()  # warm-up
     agree = agreement(expected, actual)
     result.max_abs, result.kl, result.top1 = agree.max_abs, agree.kl, agree.top1
-    return result, run
+    return result, built.run
+
+
+# ------------------------------------------------------------------ built-in backends
+
+
+def _forge(w: Workload, granularity: str) -> Built:
+    executor, report = compile_model(
+        w.loaded.model, w.loaded.args, w.loaded.kwargs, "fp32", granularity
+    )
+    inputs = [w.ids if n == "input_ids" else w.mask for n in executor.input_names]
+    detail = (
+        f"{len(executor.segments)} segment(s), export {report.export_seconds:.2f} s, "
+        f"NNFactory {report.nnfactory_compile_seconds:.2f} s"
+    )
+    return Built(lambda: executor(*inputs)[0], detail)
+
+
+def build_forge(w: Workload) -> Built:
+    return _forge(w, "segment")
+
+
+def build_forge_op(w: Workload) -> Built:
+    return _forge(w, "op")
+
+
+def build_eager(w: Workload) -> Built:
+    def run() -> Any:
+        with torch.no_grad():
+            return w.module(w.ids, w.mask)
+
+    return Built(run)
+
+
+def build_inductor(w: Workload) -> Built:
+    compiled = torch.compile(w.module, backend="inductor")
+
+    def run() -> Any:
+        with torch.no_grad():
+            return compiled(w.ids, w.mask)
+
+    return Built(run)
+
+
+def build_openvino(w: Workload) -> Built:
+    # Imported in the child that runs it: the optional `bench` extra.
+    import openvino as ov
+
+    with torch.no_grad():
+        ov_model = ov.convert_model(
+            w.module, example_input={"input_ids": w.ids, "attention_mask": w.mask}
+        )
+    request = ov.Core().compile_model(
+        ov_model,
+        "CPU",
+        {
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_NUM_THREADS": w.threads,
+            "INFERENCE_PRECISION_HINT": "f32",
+        },
+    )
+    feed = {"input_ids": w.ids.numpy(), "attention_mask": w.mask.numpy()}
+    return Built(lambda: _to_torch(request(feed)[0]))
+
+
+def build_onnxruntime(w: Workload) -> Built:
+    # Imported in the child that runs it: the optional `bench` extra.
+    import onnxruntime as ort
+
+    path = Path(tempfile.mkdtemp(prefix="forge-bench-")) / "model.onnx"
+    with torch.no_grad():
+        torch.onnx.export(
+            w.module, (w.ids, w.mask), str(path), input_names=["input_ids", "attention_mask"]
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = w.threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model
+    feed = {"input_ids": w.ids.numpy(), "attention_mask": w.mask.numpy()}
+    return Built(lambda: _to_torch(session.run(None, feed)[0]))
+
+
+register(Backend("forge", "Forge (segments)", build_forge))
+register(Backend("forge-op", "Forge (granularity=op)", build_forge_op))
+register(Backend("eager", "torch eager", build_eager, compiles=NEVER))
+register(
+    Backend(
+        "inductor",
+        "torch.compile (inductor)",
+        build_inductor,
+        compiles=AT_FIRST_CALL,
+        # A fresh cache per process: inductor's on-disk cache would otherwise turn
+        # every compile after the first into a cache hit.
+        scratch_env="TORCHINDUCTOR_CACHE_DIR",
+    )
+)
+register(Backend("openvino", "OpenVINO 2024.4 CPU", build_openvino, extra="openvino"))
+register(Backend("onnxruntime", "ONNX Runtime CPU", build_onnxruntime, extra="onnxruntime"))
 
 
 # ---------------------------------------------------------------------------- parent
@@ -269,7 +370,7 @@ class BenchReport:
                 ratio = f"{r.ready_seconds / forge.ready_seconds:6.2f}x"
             samples = " ".join(f"{x:.2f}" for x in r.compile_samples)
             lines.append(
-                f"  {LABELS[name]:<26}{r.ready_seconds:>8.2f} s  "
+                f"  {label(name):<26}{r.ready_seconds:>8.2f} s  "
                 f"{r.first_output_seconds or 0.0:>8.2f} s   {samples:<24}  {ratio}"
             )
         lines += ["", "latency (ms)                    mean      P50      P99  P99/P50   vs Forge"]
@@ -281,7 +382,7 @@ class BenchReport:
             if forge is not None and name != "forge":
                 versus = f"{lat['mean'] / forge.latency_ms['mean']:>9.2f}x"
             lines.append(
-                f"  {LABELS[name]:<26}{lat['mean']:>8.2f} {lat['p50']:>8.2f} {lat['p99']:>8.2f}"
+                f"  {label(name):<26}{lat['mean']:>8.2f} {lat['p50']:>8.2f} {lat['p99']:>8.2f}"
                 f" {lat['p99'] / lat['p50']:>8.2f} {versus}"
             )
         lines += ["", "numerics vs eager (logits)      max-abs          KL    top-1"]
@@ -289,24 +390,22 @@ class BenchReport:
             if r.skipped or name == "eager":
                 continue
             lines.append(
-                f"  {LABELS[name]:<26}{r.max_abs:>11.3e} {r.kl:>11.3e} {r.top1 * 100:>7.2f}%"
+                f"  {label(name):<26}{r.max_abs:>11.3e} {r.kl:>11.3e} {r.top1 * 100:>7.2f}%"
             )
         details = [(n, r.detail) for n, r in self.results.items() if r.detail and not r.skipped]
         if details:
             lines.append("")
-            lines += [f"  {LABELS[n]}: {d}" for n, d in details]
+            lines += [f"  {label(n)}: {d}" for n, d in details]
         skipped = [(n, r.skipped) for n, r in self.results.items() if r.skipped]
         if skipped:
             lines.append("")
-            lines += [f"skipped {LABELS[n]}: {why}" for n, why in skipped]
+            lines += [f"skipped {label(n)}: {why}" for n, why in skipped]
         return "\n".join(lines)
 
 
 def _available(backend: str) -> str:
     """Empty when `backend` can run here, else why not."""
-    import importlib.util
-
-    module = OPTIONAL_MODULES.get(backend)
+    module = REGISTRY[backend].extra
     if module is not None and importlib.util.find_spec(module) is None:
         return f"'{module}' is not installed (pip install -e '.[bench]')"
     return ""
@@ -329,9 +428,10 @@ def run_bench(
     every backend alike instead of whichever ran during it. Compilation is repeated
     `compile_repeats` times, interleaved the same way, in fresh processes; the report
     gives the median."""
-    unknown = [b for b in backends if b not in BACKENDS]
+    unknown = [b for b in backends if b not in REGISTRY]
     if unknown:
-        raise ForgeError(f"unknown backend(s): {', '.join(unknown)} (known: {', '.join(BACKENDS)})")
+        known = ", ".join(REGISTRY)
+        raise ForgeError(f"unknown backend(s): {', '.join(unknown)} (known: {known})")
     if runs < 1:
         raise ForgeError("--runs must be at least 1")
     if compile_repeats < 1:
@@ -352,7 +452,7 @@ def run_bench(
                 if backend in results and results[backend].skipped:
                     continue
                 if progress is not None:
-                    progress(f"compiling {LABELS[backend]} ({r + 1}/{compile_repeats}) ...")
+                    progress(f"compiling {label(backend)} ({r + 1}/{compile_repeats}) ...")
                 child = _Child(backend, model, tiny, seq, threads, timeout)
                 if child.result.skipped:
                     results[backend] = child.result
@@ -423,17 +523,18 @@ class _Child:
     ):
         self.error = ""
         self.timeout = timeout
-        command = [sys.executable, "-m", "forge.devtools.bench", backend, model, str(int(tiny))]
+        command = [sys.executable, "-c", CHILD_MAIN, backend, model, str(int(tiny))]
         command += [str(seq), str(threads)]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+        registered_in = _registered_in(REGISTRY[backend])
+        if registered_in is not None:
+            command.append(registered_in)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.scratch: str | None = None
-        if backend == "inductor":
-            # A fresh cache per process: inductor's on-disk cache would otherwise turn
-            # every compile after the first into a cache hit.
-            import tempfile
-
-            self.scratch = tempfile.mkdtemp(prefix="forge-bench-inductor-")
-            env["TORCHINDUCTOR_CACHE_DIR"] = self.scratch
+        scratch_env = REGISTRY[backend].scratch_env
+        if scratch_env is not None:
+            self.scratch = tempfile.mkdtemp(prefix=f"forge-bench-{backend}-")
+            env[scratch_env] = self.scratch
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -451,8 +552,6 @@ class _Child:
 
     def _answer(self) -> Any:
         """The next protocol line's payload, or None (and `error`) if the child died."""
-        import threading
-
         assert self.process.stdout is not None
         timer = threading.Timer(self.timeout, self.process.kill)
         timer.start()
@@ -486,23 +585,49 @@ class _Child:
             self.process.kill()
             self.process.wait()
         if self.scratch is not None:
-            import shutil
-
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
 
-def _worker(argv: Sequence[str]) -> int:
-    backend, model, tiny, seq, threads = argv
-    import warnings
+CHILD_MAIN = "import sys; from forge.devtools.bench import _worker; sys.exit(_worker(sys.argv[1:]))"
+"""The child's program. Not `-m forge.devtools.bench`: as `__main__` this module would
+be a second copy, and backends registered elsewhere go into the imported one."""
 
+
+def _registered_in(backend: Backend) -> str | None:
+    """What the child imports to find `backend`: None for the built-in ones, else the
+    module that registers it, or the path of the script that does."""
+    module = backend.build.__module__
+    if module == __name__:
+        return None
+    if module == "__main__":
+        return getattr(sys.modules["__main__"], "__file__", None) or module
+    return module
+
+
+def _load_registrations(source: str) -> None:
+    """Import the module (or run the script, not as `__main__`) that registers a backend."""
+    if not source.endswith(".py"):
+        importlib.import_module(source)
+        return
+    spec = importlib.util.spec_from_file_location("forge_bench_backends", source)
+    if spec is None or spec.loader is None:
+        raise ForgeError(f"cannot load bench backends from {source}")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def _worker(argv: Sequence[str]) -> int:
+    backend, model, tiny, seq, threads, *sources = argv
     warnings.filterwarnings("ignore")
     try:
+        # Imported in the child only: transformers takes seconds to import.
         import transformers
 
         transformers.logging.set_verbosity_error()
     except ImportError:
         pass
+    for source in sources:
+        _load_registrations(source)
     result, run = prepare(backend, model, bool(int(tiny)), int(seq), int(threads))
     print(MARKER + json.dumps(asdict(result)), flush=True)
     for line in sys.stdin:
@@ -511,7 +636,3 @@ def _worker(argv: Sequence[str]) -> int:
             break
         print(MARKER + json.dumps(timed_runs(run, int(count))), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1:]))

@@ -8,10 +8,11 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.diagnostics import ForgeError
-from forge.dialects.context import entry_function
 from forge.dialects.shapes import DYNAMIC
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.reference import ReferenceExecutor
@@ -94,70 +95,112 @@ def compare(
 
 
 def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
-    """`compare` for a `forge.cli.Loaded` model and a reference executor."""
+    """`compare` for a `forge.frontend.loading.Loaded` model and a reference executor."""
     assert isinstance(executor, ReferenceExecutor)
     names = executor.input_names
     return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)
 
 
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float64: 1e-10,
+    torch.float32: 1e-5,
+    torch.float16: 4e-3,
+    torch.bfloat16: 3e-2,
+}
+"""`--check-numerics` tolerance per result dtype, relative to max(1, |result|): a few
+units in the last place of the format (fp16 has 10 mantissa bits, bf16 7), so a pass may
+round differently but not compute something else. Integer and boolean results must be
+equal."""
+
+
+def tolerance_for(dtype: torch.dtype) -> float:
+    return TOLERANCES.get(dtype, 0.0)
+
+
 class NumericsChecker:
-    """`forge-opt --check-numerics`: execute the IR before and after every pass on the
-    same random inputs (every function argument, weights included, is random) and name
-    the first pass that changes the results."""
+    """`forge-opt --check-numerics`: execute every function of the IR before and after
+    every pass on the same random inputs (every function argument, weights included, is
+    random) and name the first pass that changes a result beyond its dtype's tolerance."""
 
-    def __init__(self, num_inputs: int = 2, tolerance: float = 1e-5, seed: int = 0):
+    def __init__(self, num_inputs: int = 2, seed: int = 0):
         self.num_inputs = num_inputs
-        self.tolerance = tolerance
         self.seed = seed
-        self._inputs: list[list[torch.Tensor]] | None = None
-        self._expected: list[tuple[torch.Tensor, ...]] = []
+        self._inputs: dict[str, list[list[torch.Tensor]]] = {}
+        self._expected: dict[str, list[tuple[torch.Tensor, ...]]] = {}
 
-    def _random_inputs(self, module: Any) -> list[list[torch.Tensor]]:
-
-        args = entry_function(module).body.block.args
+    def _random_inputs(self, function: func.FuncOp) -> list[list[torch.Tensor]]:
         generator = torch.Generator().manual_seed(self.seed)
         runs = []
         for _ in range(self.num_inputs):
             tensors = []
-            for arg in args:
+            for arg in function.body.block.args:
+                if not isinstance(arg.type, TensorType):
+                    raise ForgeError(
+                        f"--check-numerics: @{function.sym_name.data} has a non-tensor "
+                        f"argument of type {arg.type}"
+                    )
                 shape = [2 if d == DYNAMIC else d for d in arg.type.get_shape()]
                 dtype = torch_dtype(arg.type.get_element_type())
                 if dtype.is_floating_point:
                     tensors.append(torch.randn(shape, generator=generator).to(dtype))
                 else:  # indices and masks: small values stay in range
-                    high = 2
-                    tensors.append(torch.randint(0, high, shape, generator=generator).to(dtype))
+                    tensors.append(torch.randint(0, 2, shape, generator=generator).to(dtype))
             runs.append(tensors)
         return runs
 
-    def _run(self, module: Any) -> list[tuple[torch.Tensor, ...]]:
-        assert self._inputs is not None
-        executor = ReferenceExecutor(module, {}, num_inputs=len(self._inputs[0]))
-        return [executor(*inputs) for inputs in self._inputs]
+    def _run(self, module: ModuleOp) -> dict[str, list[tuple[torch.Tensor, ...]]]:
+        results = {}
+        for function in _functions(module):
+            name = function.sym_name.data
+            inputs = self._inputs[name]
+            executor = ReferenceExecutor(function, {}, num_inputs=len(inputs[0]))
+            results[name] = [executor(*run) for run in inputs]
+        return results
 
-    def baseline(self, module: Any) -> None:
-        self._inputs = self._random_inputs(module)
+    def baseline(self, module: ModuleOp) -> None:
+        self._inputs = {f.sym_name.data: self._random_inputs(f) for f in _functions(module)}
         self._expected = self._run(module)
 
-    def check(self, module: Any, pass_name: str) -> None:
+    def check(self, module: ModuleOp, pass_name: str) -> None:
         """Raise ForgeError when `pass_name` changed the results beyond the tolerance."""
-        actual = self._run(module)
-        worst = 0.0
-        for expected_run, actual_run in zip(self._expected, actual, strict=True):
-            for e, a in zip(expected_run, actual_run, strict=True):
-                if not torch.equal(torch.isnan(a), torch.isnan(e)):
-                    worst = float("inf")
-                    continue
-                finite = ~torch.isnan(e)
-                if not finite.any():
-                    continue
-                diff = float((a[finite].double() - e[finite].double()).abs().max())
-                scale = max(1.0, float(e[finite].double().abs().max()))
-                worst = max(worst, diff / scale)
-        if worst > self.tolerance:
+        names = {f.sym_name.data for f in _functions(module)}
+        if names != set(self._expected):
             raise ForgeError(
-                f"pass '{pass_name}' changed the results: max-abs difference {worst:.3e} "
-                f"relative to max(1, |result|) (tolerance {self.tolerance:.0e}) on "
-                f"{len(actual)} random inputs"
+                f"pass '{pass_name}' changed the module's functions "
+                f"({', '.join(sorted(self._expected))} -> {', '.join(sorted(names))})"
             )
+        actual = self._run(module)
+        for name, runs in actual.items():
+            worst, tolerance = _worst(self._expected[name], runs)
+            if worst > tolerance:
+                raise ForgeError(
+                    f"pass '{pass_name}' changed the results: max-abs difference "
+                    f"{worst:.3e} relative to max(1, |result|) (tolerance {tolerance:.0e}) on "
+                    f"{len(runs)} random inputs of @{name}"
+                )
         self._expected = actual
+
+
+def _functions(module: ModuleOp) -> list[func.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
+
+
+def _worst(
+    expected: Sequence[tuple[torch.Tensor, ...]], actual: Sequence[tuple[torch.Tensor, ...]]
+) -> tuple[float, float]:
+    """The largest relative difference over all results, and the tolerance it is held
+    to (the largest difference's dtype's)."""
+    worst, tolerance = 0.0, 0.0
+    for expected_run, actual_run in zip(expected, actual, strict=True):
+        for e, a in zip(expected_run, actual_run, strict=True):
+            limit = tolerance_for(e.dtype)
+            if not torch.equal(torch.isnan(a), torch.isnan(e)):
+                return float("inf"), limit
+            finite = ~torch.isnan(e)
+            if not finite.any():
+                continue
+            diff = float((a[finite].double() - e[finite].double()).abs().max())
+            scale = max(1.0, float(e[finite].double().abs().max()))
+            if diff / scale - limit > worst - tolerance:
+                worst, tolerance = diff / scale, limit
+    return worst, tolerance

@@ -1,6 +1,6 @@
 """`forge report`: the compiler's own figures, and benchmark results, as PNG plots.
 
-For each chosen model the whole pipeline runs once (`forge.pipeline.plan`, as in
+For each chosen model the whole pipeline runs once (`forge.transforms.forge_pipeline.plan`, as in
 `forge plan`), and its reports become figures: the Phase-2 passes (ops before/after,
 rewrites and milliseconds per pass run), buffers (vregs, owning values, physical
 buffers; planned bytes against the peak-live lower bound) and NPU<->CPU transitions
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.devtools.bench import backend_names
 from forge.diagnostics import ForgeError, one_line
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 
 MIB = 1 << 20
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
-BACKENDS = ("forge", "forge-op", "eager", "inductor", "openvino", "onnxruntime")
-"""The order bench backends are drawn in; unknown backends follow, sorted."""
 COMPILE_KEYS = ("ready", "first_output")
 LATENCY_KEYS = ("mean", "p50", "p99")
 
@@ -262,12 +261,15 @@ def load_bench(path: Path) -> Bench:
 
 
 def _backends(table: dict[str, dict[str, float]]) -> list[str]:
-    known = [b for b in BACKENDS if b in table]
-    return known + sorted(set(table) - set(BACKENDS))
+    """The backends in `table`: registered ones in `forge bench`'s order, then the
+    others (from a file written with other backends registered), sorted."""
+    registered = backend_names()
+    known = [b for b in registered if b in table]
+    return known + sorted(set(table) - set(registered))
 
 
 def bench_figure(bench: Bench, out: Path) -> Path:
-    """Compile time and latency per backend, in the order of BACKENDS."""
+    """Compile time and latency per backend, in `forge bench`'s order."""
     panels = [t for t in (bench.compile_seconds, bench.latency_ms) if t]
     figure, axes = _new_figure(9.0, 4.2 * len(panels), len(panels))
     figure.suptitle(f"Benchmark: {bench.title}")

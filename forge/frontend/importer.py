@@ -8,6 +8,7 @@ import never fails on an unknown ATen op; every fallback is recorded in `notes`.
 from __future__ import annotations
 
 import operator
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,15 @@ from forge.dialects.dtypes import DTYPES
 from forge.frontend.capture import Captured
 
 aten = torch.ops.aten
+
+
+def valid_name(name: str) -> str:
+    """`name` as an SSA name xDSL accepts ([A-Za-z0-9_$.-], not starting with a digit):
+    state-dict keys of Dynamo graphs look like `L['self'].h.0.attn.lifted_tensor_0`, and
+    a trailing `_0` would be dropped from the printed name."""
+    name = re.sub(r"[^A-Za-z0-9_$.-]", "_", name)
+    name = re.sub(r"_(\d+)$", r".\1", name)  # xDSL drops a `_N` suffix from SSA names
+    return f"_{name}" if name[:1].isdigit() else name
 
 
 class UnsupportedGraph(ForgeError):
@@ -159,12 +169,13 @@ class FxImporter:
             weights.setdefault(canonical, []).append(node)
 
         used_weights = {k: v for k, v in weights.items() if any(n.users for n in v)}
+        names = {k: valid_name(k) for k in used_weights}
         arg_nodes = inputs + [nodes[0] for nodes in used_weights.values()]
         block = Block(arg_types=[self.result_type(n) for n in arg_nodes])
         for arg, node in zip(block.args, inputs, strict=False):
             arg.name_hint = node.name
         for arg, name in zip(block.args[len(inputs) :], used_weights, strict=True):
-            arg.name_hint = name
+            arg.name_hint = names[name]
         for node, arg in zip(inputs, block.args, strict=False):
             self.values[node] = arg
         for nodes, arg in zip(used_weights.values(), block.args[len(inputs) :], strict=True):
@@ -194,8 +205,8 @@ class FxImporter:
             ModuleOp([function]),
             function,
             [n.name for n in inputs],
-            list(used_weights),
-            {name: self.captured.tensors[name] for name in used_weights},
+            [names[name] for name in used_weights],
+            {names[name]: self.captured.tensors[name] for name in used_weights},
             self.notes,
         )
 
@@ -580,8 +591,11 @@ def convert_slice(im: FxImporter, node: Node) -> Operation | None:
 
 @converts(aten.cat.default)
 def convert_cat(im: FxImporter, node: Node) -> Operation | None:
-    tensors = node.args[0]
-    if not tensors or tensors[0].meta["val"].dim() == 0:
+    rank = node.meta["val"].dim()
+    # torch.cat skips 1-D empty tensors whatever the rank of the others (a legacy rule
+    # that KV-cache code relies on); the npu op requires equal ranks, so drop them here.
+    tensors = [t for t in node.args[0] if rank == 1 or tuple(t.meta["val"].shape) != (0,)]
+    if not tensors or rank == 0:
         return None
     return im.insert(
         npu.CatOp.create(

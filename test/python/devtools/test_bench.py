@@ -1,17 +1,39 @@
-"""`forge bench` on a tiny model: child processes, the report, the JSON schema, and the
-optional backends reported as skipped when their extra is missing."""
+"""`forge bench` on a tiny model: child processes, the report, the JSON schema, the
+optional backends reported as skipped when their extra is missing, and a backend
+added with one registration."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 
 import pytest
+import torch
 
+from forge.commands import bench as bench_command
 from forge.devtools import bench
+from forge.devtools import report as report_plots
 from forge.devtools.bench import BackendResult, BenchReport, run_bench
 from forge.diagnostics import ForgeError
+
+TEST_BACKEND = "test-inference-mode"
+
+
+def build_inference_mode(w: bench.Workload) -> bench.Built:
+    """The whole of a backend: eager PyTorch under `torch.inference_mode()`."""
+
+    def run() -> torch.Tensor:
+        with torch.inference_mode():
+            return w.module(w.ids, w.mask)
+
+    return bench.Built(run, detail="torch.inference_mode()")
+
+
+# At module level: the child process imports this module to find the backend.
+bench.register(bench.Backend(TEST_BACKEND, "test: inference mode", build_inference_mode))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +68,8 @@ def test_report_prints_ratios_and_json_schema(report: BenchReport) -> None:
 
 
 def test_missing_extra_is_skipped_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(bench.OPTIONAL_MODULES, "openvino", "forge_no_such_module")
+    openvino = dataclasses.replace(bench.REGISTRY["openvino"], extra="forge_no_such_module")
+    monkeypatch.setitem(bench.REGISTRY, "openvino", openvino)
     result = run_bench("gpt2", ["openvino"], seq=8, runs=1, tiny=True)
     skipped = result.results["openvino"].skipped
     assert "forge_no_such_module" in skipped and "not installed" in skipped
@@ -88,3 +111,32 @@ def test_format_without_forge_has_no_ratios() -> None:
     )
     line = next(x for x in lone.format().splitlines() if "torch eager" in x)
     assert line.rstrip().endswith("1.50")  # P99/P50, and no "vs Forge" column
+
+
+def test_a_registered_backend_runs_end_to_end() -> None:
+    done = run_bench("gpt2", [TEST_BACKEND], seq=8, runs=2, threads=1, tiny=True, compile_repeats=1)
+    mine = done.ran(TEST_BACKEND)
+    assert mine is not None, done.results[TEST_BACKEND].skipped
+    assert mine.ready_seconds is not None and mine.first_output_seconds is not None
+    assert mine.first_output_seconds >= mine.ready_seconds
+    assert set(mine.latency_ms) == {"mean", "p50", "p99"}
+    assert mine.max_abs == 0.0 and mine.top1 == 1.0  # eager, bit for bit
+    text = done.format()
+    assert "test: inference mode" in text and "torch.inference_mode()" in text
+    data = done.to_json()
+    assert set(data["latency_ms"]) == {TEST_BACKEND}
+    assert set(data["compile_seconds"]) == {TEST_BACKEND}
+
+
+def test_every_list_derives_from_the_registry() -> None:
+    names = bench.backend_names()
+    assert names[:6] == ("forge", "forge-op", "eager", "inductor", "openvino", "onnxruntime")
+    assert TEST_BACKEND in names
+    commands = argparse.ArgumentParser().add_subparsers()
+    bench_command.add_parser(commands)
+    help_text = "".join(commands.choices["bench"].format_help().split())  # unwrapped
+    assert ",".join(names) in help_text
+    table = {name: {"mean": 1.0} for name in ("zz-unregistered", TEST_BACKEND, "eager")}
+    assert report_plots._backends(table) == ["eager", TEST_BACKEND, "zz-unregistered"]
+    with pytest.raises(ForgeError, match="already registered"):
+        bench.register(bench.REGISTRY["eager"])

@@ -44,7 +44,7 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
     found = layers.violations(layers.build({**modules, "forge.transforms.npu_dce": bad}))
     assert found == [
         "forge.transforms.npu_dce -> forge.runtime.executor "
-        "(forge.transforms is level 3, forge.runtime level 5)"
+        "(forge.transforms is level 4, forge.runtime level 6)"
     ]
 
 

@@ -9,6 +9,7 @@ import torch
 
 from forge.conversion import nnfactory_graph
 from forge.frontend import models
+from forge.runtime import dynamo
 
 
 @pytest.mark.parametrize("name", list(models.SPECS))
@@ -32,3 +33,50 @@ def test_torch_compile_backend(name: str) -> None:
     assert not fallbacks, fallbacks
     # Forge really compiled the graph: NNFactory segments were built for it.
     assert nnfactory_graph.STATS.compiles + nnfactory_graph.STATS.hits > graphs_before
+
+
+def test_each_sequence_length_is_compiled_by_forge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo recompiles with symbolic sizes at the second length; Forge compiles one
+    static executor per concrete shape instead of running the graph eagerly."""
+    compiled_shapes: list[tuple[int, ...]] = []
+    original = dynamo.compile_model
+
+    def counting(module: torch.nn.Module, args: tuple, **options: object) -> object:
+        compiled_shapes.append(tuple(args[0].shape))
+        return original(module, args, **options)
+
+    monkeypatch.setattr(dynamo, "compile_model", counting)
+    torch._dynamo.reset()
+    model = models.build_model("gpt2", tiny=True)
+    compiled = torch.compile(model, backend="forge")
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for seq in (16, 24, 32, 24):
+            ids = torch.randint(0, 256, (1, seq), generator=torch.Generator().manual_seed(seq))
+            out, ref = compiled(ids).logits, model(ids).logits
+            assert (out - ref).abs().max() <= 1e-4
+    assert not [w for w in caught if str(w.message).startswith("forge:")]
+    assert sorted(set(compiled_shapes)) == [(1, 16), (1, 24), (1, 32)]
+    assert compiled_shapes.count((1, 24)) == 1  # the second call at 24 hits the cache
+
+
+def test_the_shape_bound_evicts_with_one_warning() -> None:
+    torch._dynamo.reset()
+    dynamo._warned.clear()
+    model = models.build_model("gpt2", tiny=True)
+    compiled = torch.compile(model, backend="forge", options={"max_shapes": 1})
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for seq in (16, 24, 32):
+            ids = torch.randint(0, 256, (1, seq))
+            assert (compiled(ids).logits - model(ids).logits).abs().max() <= 1e-4
+    evictions = [w for w in caught if "input shapes for one graph" in str(w.message)]
+    assert len(evictions) == 1
+
+
+def test_an_unknown_option_is_an_error() -> None:
+    torch._dynamo.reset()
+    model = models.build_model("gpt2", tiny=True)
+    compiled = torch.compile(model, backend="forge", options={"speed": "max"})
+    with pytest.raises(Exception, match="unknown forge backend option"):
+        compiled(torch.randint(0, 256, (1, 8)))

@@ -20,6 +20,7 @@ from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.transforms import run_pipeline
+from forge.transforms.matchers import swapped_last_two_dims
 from forge.transforms.npu_optimize_layout import (
     ATEN_VIEW_OPCODES,
     CONTIGUOUS,
@@ -27,7 +28,6 @@ from forge.transforms.npu_optimize_layout import (
     NpuOptimizeLayoutPass,
     expand_strides,
     preferred_layouts,
-    transposed_b,
     view_root,
     view_strides,
 )
@@ -121,7 +121,7 @@ def test_npu_operands_are_dense_at_run_time(name: str, layout: str) -> None:
                 continue
             if layout == "auto" and not isinstance(view_root(operand).owner, Block):
                 continue
-            transposed = transposed_b(operand) if isinstance(op, npu.MatmulOp) else None
+            transposed = swapped_last_two_dims(operand) if isinstance(op, npu.MatmulOp) else None
             if layout == "auto" and index == 1 and transposed is not None:
                 assert env[transposed[1]].is_contiguous(), op
                 continue
