@@ -27,21 +27,56 @@ class Loaded:
 
 
 def load_model(reference: str, tiny: bool, seq: int, seed: int = 0) -> Loaded:
+    if seq < 1:
+        raise ForgeError(f"--seq must be at least 1, got {seq}")
     if reference in models.SPECS:
         model = models.build_model(reference, tiny=tiny, seed=seed)
+        check_sequence_length(reference, model, seq)
         args, kwargs = models.example_inputs(model, seq=seq)
         return Loaded(reference, model, args, kwargs)
-    made = models.load_factory(reference)()
+    factory = models.load_factory(reference)
+    try:
+        made = factory()
+    except ForgeError:
+        raise
+    except Exception as e:
+        raise ForgeError(f"{reference}: the factory raised {type(e).__name__}: {e}") from e
     if isinstance(made, tuple) and len(made) in (2, 3):
         model, args, *rest = made
+        if not isinstance(model, torch.nn.Module) or not isinstance(args, tuple | list):
+            raise ForgeError(
+                f"{reference}: factory must return (torch.nn.Module, tuple of example args"
+                f"[, dict of kwargs]), got ({type(model).__name__}, {type(args).__name__}, ...)"
+            )
+        if rest and not isinstance(rest[0], dict):
+            raise ForgeError(
+                f"{reference}: example kwargs must be a dict, got {type(rest[0]).__name__}"
+            )
         return Loaded(reference, model, tuple(args), dict(rest[0]) if rest else {})
-    if hasattr(made, "config") and hasattr(made.config, "vocab_size"):
+    if isinstance(made, torch.nn.Module) and hasattr(getattr(made, "config", None), "vocab_size"):
+        check_sequence_length(reference, made, seq)
         args, kwargs = models.example_inputs(made, seq=seq)
         return Loaded(reference, made, args, kwargs)
     raise ForgeError(
         f"{reference}: factory must return (model, example_args[, example_kwargs]) "
-        "or a transformers causal LM"
+        f"or a transformers causal LM, got {type(made).__name__}"
     )
+
+
+def max_positions(model: torch.nn.Module) -> int | None:
+    """The longest sequence the model's position embeddings or rotary tables cover."""
+    config = getattr(model, "config", None)
+    for field_name in ("max_position_embeddings", "n_positions", "n_ctx"):
+        value = getattr(config, field_name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_sequence_length(reference: str, model: torch.nn.Module, seq: int) -> None:
+    limit = max_positions(model)
+    if limit is not None and seq > limit:
+        raise ForgeError(f"{reference}: --seq {seq} exceeds the model's {limit} positions")
 
 
 def capture_and_import(loaded: Loaded) -> tuple[Captured, ImportedProgram]:
