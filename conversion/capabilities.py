@@ -1,19 +1,23 @@
-"""The op-capability table: which `npu` ops NNFactory can run, and under which conditions.
+"""The lowering table: the ops NNFactory can run, how each lowers, and under which conditions.
 
-Placement (`npu-place-devices`) asks this table, never op or target names. Engineers
-extend it from Python without touching the pass:
+Each row pairs an op with the function of `conversion/nnfactory_graph.py` that builds its
+NNFactory nodes and the `Capability` (element types, ranks, static shapes, an extra
+check) under which it can. Placement (`npu-place-devices`) reads the capabilities and
+`build_segment` the functions, never op or target names, so an op goes to the NPU only
+when it has a lowering. Extensions add rows from Python, always with their lowering:
 
-    from forge.conversion.capabilities import Capability, register_capability
-    register_capability("aten.cumsum.default", Capability(max_rank=4))
+    @register_lowering("aten.cumsum.default", Capability(max_rank=4))
+    def lower_cumsum(b: GraphBuilder, op: npu.GenericOp) -> Node: ...
 
-Keys are op names (`"npu.matmul"`) or, for `npu.generic`, ATen opcodes. An op whose key
-is absent, or whose conditions fail, runs on the CPU.
+(the whole example is in docs/executor.md). Keys are op classes or, for `npu.generic`,
+ATen opcodes. An op without a row, or whose conditions fail, runs on the CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
@@ -22,6 +26,13 @@ from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, is_float
 
 NPU_FLOATS = frozenset({"f32", "f16", "bf16"})
+
+Key = type[npu.NpuOp] | str
+"""An op class, or the ATen opcode of an `npu.generic` op."""
+
+LoweringFunction = Callable[[Any, Any], Any]
+"""`(GraphBuilder, op) -> node | list[node]`; typed loosely here, where NNFactory's
+types are not imported."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,22 @@ class Capability:
         return self.check(op) if self.check is not None else None
 
 
+COMPUTE = Capability()
+SHAPE = Capability()
+EMBEDDING = Capability(any_dtype_operands=frozenset({1}))
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """A row of the table: what builds an op's NNFactory nodes, and when it can run."""
+
+    function: str | LoweringFunction
+    """A function of `forge.conversion.nnfactory_graph`, by name (the built-in rows: this
+    module stays free of torch and NNFactory, which would cost placement seconds of
+    start-up), or the function itself (extensions)."""
+    capability: Capability = COMPUTE
+
+
 def _static_mask(op: Operation) -> str | None:
     assert isinstance(op, npu.SDPAOp)
     if op.mask is not None and not is_float(op.mask.type.get_element_type()):  # type: ignore[attr-defined]
@@ -63,75 +90,76 @@ def _static_mask(op: Operation) -> str | None:
     return None
 
 
-COMPUTE = Capability()
-SHAPE = Capability()
-EMBEDDING = Capability(any_dtype_operands=frozenset({1}))
-
-CAPABILITIES: dict[str, Capability] = {
+LOWERINGS: dict[Key, Lowering] = {
     # contractions and fused ops
-    "npu.matmul": COMPUTE,
-    "npu.linear": COMPUTE,
-    "npu.addmm": COMPUTE,
-    "npu.fused_linear": COMPUTE,
-    "npu.sdpa": Capability(min_rank=3, check=_static_mask),
+    npu.MatmulOp: Lowering("lower_matmul"),
+    npu.LinearOp: Lowering("lower_linear"),
+    npu.AddmmOp: Lowering("lower_addmm"),
+    npu.FusedLinearOp: Lowering("lower_fused_linear"),
+    npu.SDPAOp: Lowering("lower_sdpa", Capability(min_rank=3, check=_static_mask)),
     # normalization and reductions (reduce_mean / power / eltwise in NNFactory)
-    "npu.softmax": COMPUTE,
-    "npu.layer_norm": COMPUTE,
-    "npu.rms_norm": COMPUTE,
-    "npu.mean": COMPUTE,
-    "npu.sum": COMPUTE,
-    "npu.embedding": EMBEDDING,
-    # elementwise
+    npu.SoftmaxOp: Lowering("lower_softmax"),
+    npu.LayerNormOp: Lowering("lower_layer_norm"),
+    npu.RMSNormOp: Lowering("lower_rms_norm"),
+    npu.MeanOp: Lowering("lower_reduce"),
+    npu.SumOp: Lowering("lower_reduce"),
+    npu.EmbeddingOp: Lowering("lower_embedding", EMBEDDING),
+    # elementwise; gelu in its erf and tanh forms: NNFactory's gelu_erf and gelu
     **{
-        f"npu.{name}": COMPUTE
-        for name in [
-            "neg",
-            "abs",
-            "exp",
-            "log",
-            "sqrt",
-            "rsqrt",
-            "reciprocal",
-            "tanh",
-            "sin",
-            "cos",
-            "erf",
-            "relu",
-            "sigmoid",
-            "silu",
-            "add",
-            "sub",
-            "mul",
-            "div",
-            "pow",
-            "maximum",
-            "minimum",
+        op: Lowering("lower_unary")
+        for op in [
+            npu.NegOp,
+            npu.AbsOp,
+            npu.ExpOp,
+            npu.LogOp,
+            npu.SqrtOp,
+            npu.RsqrtOp,
+            npu.ReciprocalOp,
+            npu.TanhOp,
+            npu.SinOp,
+            npu.CosOp,
+            npu.ErfOp,
+            npu.ReluOp,
+            npu.SigmoidOp,
+            npu.SiluOp,
+            npu.GeluOp,
         ]
     },
-    "npu.gelu": COMPUTE,  # erf and tanh forms: NNFactory's gelu_erf and gelu
-    "npu.cast": COMPUTE,
-    "npu.constant": COMPUTE,
+    **{
+        op: Lowering("lower_binary")
+        for op in [
+            npu.AddOp,
+            npu.SubOp,
+            npu.MulOp,
+            npu.DivOp,
+            npu.PowOp,
+            npu.MaximumOp,
+            npu.MinimumOp,
+        ]
+    },
+    npu.CastOp: Lowering("lower_cast"),
+    npu.ConstantOp: Lowering("lower_constant"),
     # data movement (Reshape / Transpose / Slice / Concat / Gather nodes)
     **{
-        f"npu.{name}": SHAPE
-        for name in [
-            "view",
-            "reshape",
-            "transpose",
-            "permute",
-            "expand",
-            "slice",
-            "unsqueeze",
-            "squeeze",
-            "cat",
-            "split",
-            "contiguous",
-            "dropout",
+        op: Lowering("lower_shape", SHAPE)
+        for op in [
+            npu.ViewOp,
+            npu.ReshapeOp,
+            npu.TransposeOp,
+            npu.PermuteOp,
+            npu.ExpandOp,
+            npu.SliceOp,
+            npu.UnsqueezeOp,
+            npu.SqueezeOp,
         ]
     },
+    npu.CatOp: Lowering("lower_cat", SHAPE),
+    npu.SplitOp: Lowering("lower_split", SHAPE),
+    npu.ContiguousOp: Lowering("lower_unary", SHAPE),
+    npu.DropoutOp: Lowering("lower_unary", SHAPE),
 }
-"""The default table. Comparisons, `where`, boolean logic and `npu.generic` ops are
-absent: they run on the CPU."""
+"""The table. Comparisons, `where`, boolean logic and `npu.generic` ops have no
+lowering: they run on the CPU."""
 
 NEUTRAL_OPS: tuple[type[npu.NpuOp], ...] = (
     npu.ShapeOp,
@@ -144,22 +172,61 @@ NEUTRAL_OPS: tuple[type[npu.NpuOp], ...] = (
 device instead of paying a transition."""
 
 
-def register_capability(key: str, capability: Capability) -> None:
-    """Declare that NNFactory runs `key` (an op name or an ATen opcode) under `capability`."""
-    CAPABILITIES[key] = capability
+def _checked_key(key: Key) -> Key:
+    if isinstance(key, str):
+        if key.startswith("npu."):
+            raise ValueError(
+                f"'{key}': name an `npu` op by its class; string keys are the ATen "
+                "opcodes of npu.generic ops"
+            )
+        return key
+    if isinstance(key, type) and issubclass(key, npu.NpuOp) and key is not npu.GenericOp:
+        return key
+    raise TypeError(f"a lowering key is an npu op class or an ATen opcode, not {key!r}")
 
 
-def unregister_capability(key: str) -> None:
-    CAPABILITIES.pop(key, None)
+def register_lowering(
+    key: Key, capability: Capability
+) -> Callable[[LoweringFunction], LoweringFunction]:
+    """Decorate the function that lowers `key` (an op class or an ATen opcode) to
+    NNFactory nodes; NNFactory then runs `key` under `capability`. A capability comes
+    only with its lowering, so placement never puts an op on the NPU that
+    `build_segment` cannot build."""
+    key = _checked_key(key)
+    if not isinstance(capability, Capability):
+        raise TypeError(f"the capability of {key!r} must be a Capability, not {capability!r}")
+
+    def register(function: LoweringFunction) -> LoweringFunction:
+        if not callable(function):
+            raise TypeError(
+                f"{key!r} needs its lowering, a function (GraphBuilder, op) -> node(s); "
+                f"got {function!r}"
+            )
+        if key in LOWERINGS:
+            raise ValueError(f"{key!r} already has a lowering; unregister_lowering it first")
+        LOWERINGS[key] = Lowering(function, capability)
+        return function
+
+    return register
+
+
+def unregister_lowering(key: Key) -> None:
+    """Remove `key`'s row (tests undo their registrations with it)."""
+    LOWERINGS.pop(key, None)
 
 
 def capability_key(op: Operation) -> str:
     return op.opcode if isinstance(op, npu.GenericOp) else op.name
 
 
+def lowering_of(op: Operation) -> Lowering | None:
+    """`op`'s row: by opcode for `npu.generic`, by exact class otherwise."""
+    return LOWERINGS.get(op.opcode if isinstance(op, npu.GenericOp) else type(op))
+
+
 def npu_rejects(op: Operation) -> str | None:
     """Why `op` must run on the CPU, or None when NNFactory can run it."""
-    capability = CAPABILITIES.get(capability_key(op))
-    if capability is None:
+    lowering = lowering_of(op)
+    if lowering is None:
         return "not in the capability table"
-    return capability.rejects(op)
+    return lowering.capability.rejects(op)

@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -39,24 +39,23 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
+from forge.conversion.capabilities import LoweringFunction, lowering_of
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.nnfactory_backend import PACKAGE, load_backend
 from forge.diagnostics import ForgeError
-from forge.dialects import npu
+from forge.dialects import dtypes, npu
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
 
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
 
 PRECISIONS: dict[str, type[np.floating]] = {
-    "fp32": np.float32,
-    "fp16": np.float16,
-    "int8": np.float32,
-    "mixed": np.float32,
+    precision: np.float16 if precision == "fp16" else np.float32 for precision in dtypes.PRECISIONS
 }
-"""Executor precision -> the numpy dtype of the graph's float activations.
+"""Executor precision (`forge.dialects.dtypes.PRECISIONS`) -> the numpy dtype of the
+graph's float activations: fp16 at fp16, fp32 at every other precision.
 
 `int8` stores every linear weight as int8 with one scale per output channel (weight-only
 quantization, the graph NNFactory's quantized `linear` builds: Convert, Multiply by the
@@ -65,7 +64,7 @@ the same except for weights whose op carries `precision = "fp16"` or `"fp32"` (s
 npu-assign-precision from a per-layer sensitivity measure), which are stored that way.
 """
 
-QUANTIZED_PRECISIONS = ("int8", "mixed")
+QUANTIZED_PRECISIONS = dtypes.QUANTIZED_PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -107,41 +106,22 @@ def quantize_int8(
     return q.contiguous().numpy(), scale.to(_torch_for_numpy(scale_dtype)).numpy()
 
 
-LINEAR_OPS = npu.WEIGHTED_LINEAR_OPS
-"""Ops whose `weight` operand quantized precisions store in int8."""
-
-
 def graph_input(value: SSAValue, precision: str, constant: bool = False) -> GraphInput:
     """The binding of segment input `value` under `precision`.
 
-    Only weights (function arguments) read as the weight of a linear op are quantized;
-    every use of the value inside the graph then sees the dequantized tensor, so a tied
-    embedding and LM head agree. Per-op `precision` attributes apply under `mixed` only
-    (`int8` quantizes every linear weight), and the most precise request among a
-    weight's users wins.
+    Only linear weights are quantized or kept narrow, at the precision
+    `npu.weight_storage` gives (the `precision` attributes npu-assign-precision wrote,
+    under `mixed`); every use of the value inside the graph then sees the dequantized
+    tensor, so a tied embedding and LM head agree.
     """
     dtype = numpy_dtype(value, PRECISIONS[precision])
-    if (
-        precision not in QUANTIZED_PRECISIONS
-        or not isinstance(value, BlockArgument)
-        or not is_float(_element(value))
-        or len(_shape(value)) != 2
-    ):
+    stored = npu.weight_storage(value, precision)
+    if stored is None or precision not in QUANTIZED_PRECISIONS:
         return GraphInput(dtype, constant=constant)
-    users = [
-        u.operation
-        for u in value.uses
-        if isinstance(u.operation, LINEAR_OPS) and u.operation.weight is value
-    ]
-    if not users:
-        return GraphInput(dtype, constant=constant)
-    requested = {
-        u.precision.data if u.precision is not None and precision == "mixed" else "int8"
-        for u in users
-    }
-    storage = "float" if "fp32" in requested else "fp16" if "fp16" in requested else "int8"
-    reduce_dim = 0 if npu.weight_in_out(users[0]) else 1
-    return GraphInput(dtype, storage, reduce_dim=reduce_dim, constant=constant)
+    if stored != "int8":
+        return GraphInput(dtype, "float" if stored == "fp32" else stored, constant=constant)
+    reduce_dim = 0 if npu.weight_in_out(npu.weight_users(value)[0]) else 1  # the scale's axis
+    return GraphInput(dtype, "int8", reduce_dim=reduce_dim, constant=constant)
 
 
 class NoNpuLowering(ForgeError):
@@ -224,8 +204,109 @@ def _strided_slice() -> Any:
 # ----------------------------------------------------------------------- segment
 
 
+class GraphCall:
+    """One call of a compiled graph, as the executor's `Segment` and the printed plan
+    (`forge-opt -t python`) both make it: each input bound as its `GraphInput` says
+    (`GraphInput.arrays`: converted, or quantized to int8 + scale; nothing for a
+    weight baked in as constants, or for an input the graph does not read, `None`), one
+    run, results in the IR's dtypes (an output that is an input unchanged passes
+    through, converted). One implementation, so the printed plan cannot drift."""
+
+    def __init__(
+        self,
+        factory: Any,
+        inputs: Sequence[GraphInput | None],
+        results: Sequence[tuple[bool, int]],
+        dtypes: Sequence[torch.dtype],
+    ):
+        self.factory = factory
+        """The compiled NNFactory, or None when no output is computed by a graph."""
+        self.inputs = list(inputs)
+        self.results = list(results)
+        """Per output: (a graph result?, index of the graph result or of the input)."""
+        self.dtypes = list(dtypes)
+        """Per output: its dtype in the IR."""
+        self.bound = [
+            i for i, spec in enumerate(self.inputs) if spec is not None and not spec.constant
+        ]
+        """Inputs bound at every call (the others are baked into the graph)."""
+        self._frozen: dict[int, list[np.ndarray]] = {}
+        self._pool = ResultPool()
+
+    def freeze(self, index: int, tensor: torch.Tensor) -> None:
+        """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
+        instead of at every call. The caller keeps passing it."""
+        if index in self.bound:
+            self._frozen[index] = self._arrays(index, tensor)
+
+    def _arrays(self, index: int, tensor: torch.Tensor) -> list[np.ndarray]:
+        """The arrays bound for input `index`: frozen once, or made of `tensor` now."""
+        frozen = self._frozen.get(index)
+        if frozen is not None:
+            return frozen
+        spec = self.inputs[index]
+        assert spec is not None, "only inputs in `bound` are bound"
+        return spec.arrays(tensor)
+
+    def __call__(
+        self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
+    ) -> tuple[torch.Tensor, ...]:
+        """Run the graph; an output with a tensor in `out` is written there (its arena
+        buffer), the others get fresh storage."""
+        if len(tensors) != len(self.inputs):
+            raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
+        factory, computed_results, fresh = self.factory, [], {}
+        targets = list(out) or [None] * len(self.results)
+        if factory is not None:
+            # The arrays must stay alive until the run: the graph reads them in place.
+            arrays = [array for i in self.bound for array in self._arrays(i, tensors[i])]
+            for i, array in enumerate(arrays):
+                factory.set_input_tensor(array, i)
+            fresh = self._bind_outputs(factory, targets)
+            _run_graph(factory)
+            computed_results = factory.out
+        # The factory reuses its output buffers on the next run: copy them out, except
+        # the ones it wrote straight into fresh tensors.
+        outputs = []
+        for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True):
+            written = fresh.get(i) if computed else None
+            if written is not None and written.dtype == dtype and target is None:
+                outputs.append(written)
+                continue
+            if written is not None:
+                value = written
+            else:
+                value = computed_results[i] if computed else tensors[i]
+            value = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            outputs.append(_copy_out(value, dtype, target))
+        return tuple(outputs)
+
+    def _bind_outputs(self, factory: Any, targets: Sequence[torch.Tensor | None]) -> dict:
+        """Point each graph result at its destination for this run: a fresh tensor for
+        results nobody gave a buffer (the function's results, such as the logits), so
+        the graph writes them in place instead of into its own array plus a copy; the
+        factory's own array otherwise. Arena buffers are not written in place: linear
+        scan may give an output the buffer of an input of the same segment, which the
+        graph still reads while it writes its results."""
+        lib = _bindings().lib
+        fresh: dict[int, torch.Tensor] = {}
+        wanted = {
+            i
+            for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True)
+            if computed and target is None and _torch_for_numpy(factory.out[i].dtype) == dtype
+        }
+        for i, array in enumerate(factory.out):
+            if i in wanted:
+                fresh[i] = self._pool.take(i, array.shape, _torch_for_numpy(array.dtype))
+                lib.set_output(factory._mm, fresh[i].data_ptr(), i)
+            else:
+                lib.set_output(factory._mm, array.ctypes.data, i)
+        return fresh
+
+
 class Segment:
-    """A lowered segment: call it with the tensors of `inputs`, get those of `outputs`."""
+    """A lowered segment: call it with the tensors of `inputs`, get those of `outputs`
+    (the call is its `GraphCall`)."""
 
     def __init__(
         self,
@@ -244,19 +325,20 @@ class Segment:
         self.cached = cached
         """True when the graph came from the cache instead of a compile."""
         self.graph_inputs = list(graph.inputs) if graph else []
-        """How `__call__` binds each input (the graph's parameter types)."""
-        self._frozen: dict[int, list[np.ndarray]] = {}
-        self._results = ResultPool()
-        self.bound = [i for i, spec in enumerate(self.graph_inputs) if not spec.constant]
-        """Inputs bound at every call (the others are baked into the graph)."""
+        """How the call binds each input (the graph's parameter types)."""
         self.output_dtypes = [torch_dtype(_element(v)) for v in outputs]
-        """What `__call__` returns: the IR's element types."""
+        """What the call returns: the IR's element types."""
+        self.call = (
+            GraphCall(graph.factory, graph.inputs, graph.sources, self.output_dtypes)
+            if graph is not None
+            else GraphCall(None, [None] * len(inputs), (), ())
+        )
+        self.bound = self.call.bound
+        """Inputs bound at every call (the others are baked into the graph)."""
 
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
-        """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
-        instead of at every call. The caller keeps passing it."""
-        if self.graph is not None and not self.graph_inputs[index].constant:
-            self._frozen[index] = self.graph_inputs[index].arrays(tensor)
+        """See `GraphCall.freeze`."""
+        self.call.freeze(index, tensor)
 
     @property
     def compile_seconds(self) -> float:
@@ -265,64 +347,7 @@ class Segment:
     def __call__(
         self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
     ) -> tuple[torch.Tensor, ...]:
-        """Run the graph; an output with a tensor in `out` is written there (its arena
-        buffer), the others get fresh storage."""
-        if len(tensors) != len(self.inputs):
-            raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
-        if self.graph is None:
-            return ()
-        factory, results, fresh = self.graph.factory, [], {}
-        targets = list(out) or [None] * len(self.outputs)
-        if factory is not None:
-            # The arrays must stay alive until the run: the graph reads them in place.
-            arrays = [
-                array
-                for i in self.bound
-                for array in (self._frozen.get(i) or self.graph_inputs[i].arrays(tensors[i]))
-            ]
-            for i, array in enumerate(arrays):
-                factory.set_input_tensor(array, i)
-            fresh = self._bind_outputs(factory, targets)
-            _run_graph(factory)
-            results = factory.out
-        # The factory reuses its output buffers on the next run: copy them out, except
-        # the ones it wrote straight into fresh tensors.
-        outputs = []
-        for (computed, i), dtype, target in zip(
-            self.graph.sources, self.output_dtypes, targets, strict=True
-        ):
-            written = fresh.get(i) if computed else None
-            if written is not None and written.dtype == dtype and target is None:
-                outputs.append(written)
-                continue
-            value = written if written is not None else results[i] if computed else tensors[i]
-            value = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-            outputs.append(_copy_out(value, dtype, target))
-        return tuple(outputs)
-
-    def _bind_outputs(self, factory: Any, targets: Sequence[torch.Tensor | None]) -> dict:
-        """Point each graph result at its destination for this run: a fresh tensor for
-        results nobody gave a buffer (the function's results, such as the logits), so
-        the graph writes them in place instead of into its own array plus a copy; the
-        factory's own array otherwise. Arena buffers are not written in place: linear
-        scan may give an output the buffer of an input of the same segment, which the
-        graph still reads while it writes its results."""
-        lib = _bindings().lib
-        fresh: dict[int, torch.Tensor] = {}
-        wanted = {
-            i
-            for (computed, i), dtype, target in zip(
-                self.graph.sources, self.output_dtypes, targets, strict=True
-            )
-            if computed and target is None and _torch_for_numpy(factory.out[i].dtype) == dtype
-        }
-        for i, array in enumerate(factory.out):
-            if i in wanted:
-                fresh[i] = self._results.take(i, array.shape, _torch_for_numpy(array.dtype))
-                lib.set_output(factory._mm, fresh[i].data_ptr(), i)
-            else:
-                lib.set_output(factory._mm, array.ctypes.data, i)
-        return fresh
+        return self.call(*tensors, out=out)
 
 
 class ResultPool:
@@ -1032,38 +1057,15 @@ def lower_split(b: GraphBuilder, op: npu.SplitOp) -> list[Node]:
 
 # ----------------------------------------------------------------------- table
 
-Lowering = Callable[[GraphBuilder, Any], Node | list[Node]]
 
-LOWERINGS: dict[type[Operation], Lowering] = {
-    npu.UnaryOp: lower_unary,
-    npu.BinaryOp: lower_binary,
-    npu.CastOp: lower_cast,
-    npu.ConstantOp: lower_constant,
-    npu.MatmulOp: lower_matmul,
-    npu.LinearOp: lower_linear,
-    npu.AddmmOp: lower_addmm,
-    npu.FusedLinearOp: lower_fused_linear,
-    npu.SDPAOp: lower_sdpa,
-    npu.SoftmaxOp: lower_softmax,
-    npu.LayerNormOp: lower_layer_norm,
-    npu.RMSNormOp: lower_rms_norm,
-    npu.ReduceOp: lower_reduce,
-    npu.EmbeddingOp: lower_embedding,
-    npu.ShapeOp: lower_shape,
-    npu.CatOp: lower_cat,
-    npu.SplitOp: lower_split,
-}
-"""Op class (or abstract base) -> lowering; comparisons, `where`, boolean logic and
-`npu.generic` are absent, as in the capability table."""
-
-
-def _lowering_for(op: Operation) -> Lowering | None:
-    if isinstance(op, npu.CompareOp):
+def _lowering_for(op: Operation) -> LoweringFunction | None:
+    """`op`'s lowering from the one table placement also reads (`forge.conversion.
+    capabilities.LOWERINGS`); built-in rows name a function of this module."""
+    lowering = lowering_of(op)
+    if lowering is None:
         return None
-    for cls in type(op).__mro__:
-        if cls in LOWERINGS:
-            return LOWERINGS[cls]
-    return None
+    function = lowering.function
+    return globals()[function] if isinstance(function, str) else function
 
 
 __all__ = [

@@ -12,7 +12,10 @@ program is recorded, not re-derived, so it cannot drift from the executor:
   their shape, and the conversion or quantization `GraphInput.arrays` makes of each
   is printed as a `weight_arrays(W["name"], ...)` call on the real weight;
 * each CPU step runs its `cpu_kernel` on meta tensors under a `TorchFunctionMode`
-  that records the ATen calls it makes.
+  that records the ATen calls it makes;
+* each segment is called through `nnfactory_graph.GraphCall`, the object the
+  executor's `Segment` calls, and the arena buffers the comments name come from
+  `segments.arena_layout`, by which the executor binds them.
 
 Executing the program (NNFactory and torch installed), calling `build(weights)` when
 the weights are constants (`weights_as="constants"`, the executor's default) and then
@@ -46,24 +49,26 @@ from forge.conversion import nnfactory_graph
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import (
-    PRECISIONS,
+    GraphCall,
     GraphInput,
     NoNpuLowering,
+    Segment,
     build_segment,
     segment_boundary,
 )
-from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
+from forge.conversion.segments import (
+    GRANULARITIES,
+    WEIGHT_BINDINGS,
+    arena_layout,
+    device_runs,
+    npu_groups,
+)
 from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
+from forge.dialects.dtypes import PRECISIONS
 from forge.dialects.shapes import DYNAMIC
-from forge.transforms.npu_linear_scan import allocate, byte_size
-from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
-
-PLAN_PRECISIONS = tuple(PRECISIONS)
-"""The executor's precisions: fp32, fp16, int8, mixed."""
-
 
 RESERVED = {
     "torch",
@@ -87,48 +92,8 @@ INLINE_ELEMENTS = 16
 
 
 # ------------------------------------------------------------ runtime helpers
-
-
-class GraphCall:
-    """A segment graph called as `Segment.__call__` calls it: each input bound as its
-    `GraphInput` says (`GraphInput.arrays`: converted, or quantized to int8 + scale;
-    none for a weight baked in as constants), one run, results copied out in the IR's
-    dtypes (an output that is an input unchanged passes through, converted)."""
-
-    def __init__(
-        self,
-        factory: Any,
-        inputs: Sequence[GraphInput | None],
-        results: Sequence[tuple[bool, int]],
-        dtypes: Sequence[torch.dtype],
-    ):
-        self.factory = factory
-        self.inputs = list(inputs)
-        self.results = list(results)
-        self.dtypes = list(dtypes)
-
-    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if len(tensors) != len(self.inputs):
-            raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
-        out: list[np.ndarray] = []
-        if self.factory is not None:
-            # The arrays must stay alive until the run: the graph reads them in place.
-            arrays = [
-                array
-                for t, spec in zip(tensors, self.inputs, strict=True)
-                if spec is not None and not spec.constant
-                for array in spec.arrays(t)
-            ]
-            for i, array in enumerate(arrays):
-                self.factory.set_input_tensor(array, i)
-            nnfactory_graph._run_graph(self.factory)
-            out = self.factory.out
-        return tuple(
-            nnfactory_graph._copy_out(
-                torch.from_numpy(out[i]) if computed else tensors[i], dtype, None
-            )
-            for (computed, i), dtype in zip(self.results, self.dtypes, strict=True)
-        )
+# The printed program calls these and, for each segment, `nnfactory_graph.GraphCall`:
+# the very object `Segment.__call__` delegates to.
 
 
 def weight_arrays(
@@ -661,15 +626,13 @@ def _ops_summary(ops: Sequence[Operation]) -> str:
 
 
 def _arena(function: func.FuncOp) -> dict[SSAValue, str]:
-    """Where the executor keeps each intermediate that owns storage: its linear-scan
-    buffer and byte offset in the arena (`CompiledNPUExecutor._bind_buffers`' rule:
-    function results and views keep their own storage). Computed on a copy, so that
-    printing leaves the IR as it is."""
-    if not any(isinstance(op, npu.NpuOp) and op.buffer for op in function.walk()):
-        return {}
+    """Where the executor keeps each intermediate that owns storage: its place in
+    `arena_layout`, the rule `CompiledNPUExecutor` binds by. Computed on a copy (an
+    allocation writes `buffer` attributes), so that printing leaves the IR as it is."""
     copy = function.clone()
-    allocation = allocate(copy)
-    liveness = compute_liveness(copy)
+    layout = arena_layout(copy)
+    if layout is None:
+        return {}
     original = {
         mine: theirs
         for op_copy, op in zip(
@@ -677,18 +640,11 @@ def _arena(function: func.FuncOp) -> dict[SSAValue, str]:
         )
         for mine, theirs in zip(op_copy.results, op.results, strict=True)
     }
-    returned = {liveness.alias_root.get(v, v) for v in liveness.results}
-    where: dict[SSAValue, str] = {}
-    for value, vreg in liveness.vreg_of.items():
-        if vreg in liveness.alias_root or vreg in returned or value not in original:
-            continue
-        number = allocation.buffer_of.get(vreg)
-        if number is None or byte_size(value.type) is None:
-            continue
-        offset = allocation.layout[number].offset
-        if offset is not None:
-            where[original[value]] = f"buffer {number} @ byte {offset}"
-    return where
+    return {
+        original[value]: f"buffer {place.buffer} @ byte {place.offset}"
+        for value, place in layout.places.items()
+        if value in original
+    }
 
 
 class _Placeholders(Mapping[SSAValue, torch.Tensor]):
@@ -739,10 +695,8 @@ def plan_to_python(
 
     Arguments from `num_inputs` on are the weights (by default those from the first
     whose name has a dot on, as the importer names them by state-dict key)."""
-    if precision not in PLAN_PRECISIONS:
-        raise ForgeError(
-            f"precision must be one of {', '.join(PLAN_PRECISIONS)}, got '{precision}'"
-        )
+    if precision not in PRECISIONS:
+        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     if granularity not in GRANULARITIES:
         raise ForgeError(
             f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
@@ -840,10 +794,11 @@ def plan_to_python(
         f"{transitions} NPU<->CPU transition(s).\n\nPrinted by `forge-opt -t python`; "
         f'{usage}."""\n'
     )
-    helpers = ["GraphCall", "GraphInput", "strided_slice", "unpack_array", "weight_arrays"]
+    helpers = ["strided_slice", "unpack_array", "weight_arrays"]
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
         imports.append("from forge.conversion.cpu_kernels import PackedLinear")
+    imports.append("from forge.conversion.nnfactory_graph import GraphCall, GraphInput")
     imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
     if segments:
         imports += [
@@ -875,11 +830,10 @@ def _tuple(items: Sequence[str]) -> str:
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
-def _segment_code(segment: Any, trace: SegmentTrace) -> list[str]:
+def _segment_code(segment: Segment, trace: SegmentTrace) -> list[str]:
     """The builder's code without comments: equal code, the same graph."""
-    graph = segment.graph
     return [code for code, _ in trace.lines if code] + [
-        _graph_call(segment) if graph is not None else "",
+        _graph_call(segment.call) if segment.graph is not None else "",
     ]
 
 
@@ -895,22 +849,15 @@ def _spec(spec: GraphInput) -> str:
     return f"GraphInput({text})"
 
 
-def _graph_call(segment: Any) -> str:
-    graph = segment.graph
-    if graph is None:
-        inputs = ["None"] * len(segment.inputs)
-    else:
-        inputs = [_spec(spec) for spec in segment.graph_inputs]
-    factory = "f" if graph is not None and graph.factory is not None else "None"
-    sources = list(graph.sources) if graph is not None else []
-    dtypes = [str(d) for d in segment.output_dtypes] if graph is not None else []
-    return (
-        f"GraphCall({factory}, inputs=[{', '.join(inputs)}], results={sources!r}, "
-        f"dtypes=[{', '.join(dtypes)}])"
-    )
+def _graph_call(call: GraphCall) -> str:
+    """The segment's own `GraphCall` as the constructor call that rebuilds it."""
+    inputs = ", ".join("None" if spec is None else _spec(spec) for spec in call.inputs)
+    factory = "None" if call.factory is None else "f"
+    dtypes = ", ".join(str(d) for d in call.dtypes)
+    return f"GraphCall({factory}, inputs=[{inputs}], results={call.results!r}, dtypes=[{dtypes}])"
 
 
-def _builder_text(label: str, segment: Any, trace: SegmentTrace, constants: bool) -> str:
+def _builder_text(label: str, segment: Segment, trace: SegmentTrace, constants: bool) -> str:
     lines = [f"def build_{label}({'W' if constants else ''}) -> GraphCall:"]
     if segment.graph is None:
         lines.append("    # no value of the segment is used after it: nothing to build")
@@ -923,7 +870,7 @@ def _builder_text(label: str, segment: Any, trace: SegmentTrace, constants: bool
             lines.append(f"    {code}")
         else:
             lines.append(f"    # {comment}")
-    lines.append(f"    return {_graph_call(segment)}")
+    lines.append(f"    return {_graph_call(segment.call)}")
     return "\n".join(lines)
 
 
@@ -946,9 +893,9 @@ class PythonTarget(Target):
             raise ValueError(
                 f"granularity must be one of {', '.join(GRANULARITIES)}, got '{self.granularity}'"
             )
-        if self.precision not in PLAN_PRECISIONS:
+        if self.precision not in PRECISIONS:
             raise ValueError(
-                f"precision must be one of {', '.join(PLAN_PRECISIONS)}, got '{self.precision}'"
+                f"precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'"
             )
         if self.weights not in WEIGHT_BINDINGS:
             raise ValueError(
@@ -960,7 +907,6 @@ class PythonTarget(Target):
 
 
 __all__ = [
-    "GraphCall",
     "Names",
     "PythonTarget",
     "SegmentTrace",

@@ -1,14 +1,22 @@
-"""How a scheduled function splits into steps: maximal runs of NPU ops (NNFactory
-segments) and single CPU ops. The executor and the plan printer (`-t python`) both
-split with these, so the printed plan has the executed plan's steps."""
+"""How a scheduled function becomes the executor's plan: its steps, maximal runs of NPU
+ops (NNFactory segments) and single CPU ops, and where each intermediate lives in the
+arena. The executor and the plan printer (`-t python`) both use these, so the printed
+plan has the executed plan's steps and buffers."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
+import torch
 from xdsl.dialects import func
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
 
+from forge.conversion.cpu_kernels import torch_dtype
+from forge.dialects import npu
+from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
+from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, device_of
 
 GRANULARITIES = ("segment", "op")
@@ -38,3 +46,61 @@ def device_runs(function: func.FuncOp) -> Iterator[tuple[str, list[Operation]]]:
 def npu_groups(run: Sequence[Operation], granularity: str) -> list[list[Operation]]:
     """The NNFactory segments a run of NPU ops becomes: the whole run, or one per op."""
     return [list(run)] if granularity == "segment" else [[op] for op in run]
+
+
+# ------------------------------------------------------------------------- arena
+
+
+@dataclass(frozen=True)
+class ArenaPlace:
+    """Where an intermediate lives: `nbytes` at byte `offset` of the arena, in the
+    linear-scan `buffer` it shares with the values that reuse it."""
+
+    buffer: int
+    offset: int
+    nbytes: int
+    type: TensorType
+
+    def view(self, arena: torch.Tensor) -> torch.Tensor:
+        """The value's tensor in `arena` (a flat uint8 tensor)."""
+        dtype = torch_dtype(self.type.get_element_type())
+        shape = list(self.type.get_shape())
+        return arena[self.offset : self.offset + self.nbytes].view(dtype).view(shape)
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """The arena of a planned function: its size and the place of every value in it."""
+
+    planned_bytes: int
+    places: dict[SSAValue, ArenaPlace]
+
+
+def arena_layout(
+    function: func.FuncOp, allocation: AllocationReport | None = None
+) -> ArenaLayout | None:
+    """Every intermediate that owns storage at the offset of the buffer npu-linear-scan
+    chose (`allocation`, or allocated again, which writes `buffer` attributes), so that
+    values sharing a buffer share memory. Function results keep their own storage (the
+    caller keeps them across calls), and views keep aliasing their root; values of
+    dynamic size lie outside the arena. None when there is nothing to allocate by:
+    no `allocation` and no `buffer` attribute (npu-linear-scan has not run)."""
+    if allocation is None:
+        if not any(isinstance(op, npu.NpuOp) and op.buffer for op in function.walk()):
+            return None
+        allocation = allocate(function)
+    liveness = compute_liveness(function)
+    returned = {liveness.alias_root.get(v, v) for v in liveness.results}
+    places: dict[SSAValue, ArenaPlace] = {}
+    for value, vreg in liveness.vreg_of.items():
+        if vreg in liveness.alias_root or vreg in returned:
+            continue
+        number = allocation.buffer_of.get(vreg)
+        nbytes = byte_size(value.type)
+        if number is None or nbytes is None:
+            continue
+        offset = allocation.layout[number].offset
+        if offset is None or not isinstance(value.type, TensorType):
+            continue
+        places[value] = ArenaPlace(number, offset, nbytes, value.type)
+    return ArenaLayout(allocation.planned_bytes, places)

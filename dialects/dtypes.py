@@ -21,6 +21,9 @@ from xdsl.dialects.builtin import (
     i64,
 )
 
+# Defined without torch, for the CLI's start-up; the names every layer imports are these.
+from forge.dialects.precisions import PRECISIONS, QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
+
 DTYPES: dict[torch.dtype, Attribute] = {
     torch.float32: Float32Type(),
     torch.float16: Float16Type(),
@@ -35,12 +38,10 @@ DTYPES: dict[torch.dtype, Attribute] = {
 }
 TORCH_DTYPES: dict[Attribute, torch.dtype] = {v: k for k, v in DTYPES.items()}
 
-PRECISIONS = ("fp32", "fp16", "int8", "mixed")
-"""Whole-program precisions: fp32/fp16 weights and activations, int8 weight-only, or
-mixed (each linear's weight fp16 or int8 by measured sensitivity)."""
-
-QUANTIZED_PRECISIONS = ("int8", "mixed")
-"""Precisions under which linear weights may be stored as int8."""
-
-WEIGHT_PRECISIONS = ("fp32", "fp16", "int8")
-"""Values of a linear op's `precision` attribute."""
+__all__ = [
+    "DTYPES",
+    "PRECISIONS",
+    "QUANTIZED_PRECISIONS",
+    "TORCH_DTYPES",
+    "WEIGHT_PRECISIONS",
+]

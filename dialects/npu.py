@@ -13,6 +13,7 @@ import abc
 from collections.abc import Sequence
 from typing import ClassVar
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
@@ -29,7 +30,14 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import (
+    Attribute,
+    BlockArgument,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SSAValue,
+)
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -60,6 +68,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from forge.dialects.dtypes import QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
 from forge.dialects.shapes import (
     DYNAMIC,
     ShapeError,
@@ -78,7 +87,6 @@ from forge.dialects.shapes import (
 
 Tensor = base(TensorType)
 DEVICES = ("npu", "cpu")
-WEIGHT_PRECISIONS = ("fp32", "fp16", "int8")
 """Storage precisions a weight can have (the `precision` attribute)."""
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 
@@ -728,6 +736,55 @@ def weight_in_out(op: LinearOp | AddmmOp | FusedLinearOp) -> bool:
     return isinstance(op, AddmmOp) or (
         isinstance(op, FusedLinearOp) and op.weight_in_out is not None
     )
+
+
+PROGRAM_PRECISION = "npu.precision"
+"""Function attribute npu-assign-precision writes: the whole-program precision (one of
+`dtypes.PRECISIONS`), which sets the activations' dtype; absent means fp32."""
+
+
+def program_precision(function: func.FuncOp) -> str | None:
+    """The whole-program precision npu-assign-precision recorded on `function`, if any."""
+    attr = function.attributes.get(PROGRAM_PRECISION)
+    return attr.data if isinstance(attr, StringAttr) else None
+
+
+def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:
+    """The weighted linear ops that read `value` as their weight."""
+    return [
+        u.operation
+        for u in value.uses
+        if isinstance(u.operation, WEIGHTED_LINEAR_OPS) and u.operation.weight is value
+    ]
+
+
+def is_linear_weight(value: SSAValue) -> bool:
+    """Whether `value` is a weight the weight precisions apply to: a 2-D float function
+    argument that some weighted linear op reads as its weight."""
+    return (
+        isinstance(value, BlockArgument)
+        and is_float(element_type(value.type))
+        and len(shape_of(value.type)) == 2
+        and bool(weight_users(value))
+    )
+
+
+def weight_storage(value: SSAValue, precision: str) -> str | None:
+    """The precision (`WEIGHT_PRECISIONS`) weight `value` is stored at when the program
+    runs at `precision`; None when it is not a linear weight (it follows the activations).
+
+    The one rule the executor and the cost model share: fp32 and fp16 store every weight
+    at that width and int8 every linear weight as int8; under mixed the `precision`
+    attributes npu-assign-precision wrote decide (the most precise among the weight's
+    users), and an unannotated weight is int8."""
+    if not is_linear_weight(value):
+        return None
+    if precision not in QUANTIZED_PRECISIONS:
+        return precision
+    if precision == "int8":
+        return "int8"
+    requested = {op.precision.data for op in weight_users(value) if op.precision is not None}
+    return next((p for p in WEIGHT_PRECISIONS if p in requested), "int8")
 
 
 @irdl_op_definition

@@ -55,13 +55,13 @@ def apply() -> None:
 
     IntegerType.verify = verify  # type: ignore[method-assign]
 
-    from xdsl.dialects.builtin import TensorType
+    from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
 
     verify_tensor = TensorType.verify
 
     def verify_shape(self: TensorType) -> None:
         for dim in self.get_shape():
-            if not -1 <= dim <= MAX_DIMENSION:
+            if dim != DYNAMIC_INDEX and not 0 <= dim <= MAX_DIMENSION:
                 raise VerifyException(
                     f"dimension {dim} does not fit in a signed 64-bit integer (MLIR's limit)"
                 )

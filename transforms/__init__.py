@@ -28,6 +28,7 @@ FORGE_PASSES = {
     "npu-fuse-operators": "npu_fuse_operators",
     "npu-optimize-layout": "npu_optimize_layout",
     "npu-optimize": "npu_optimize",
+    "npu-assign-precision": "npu_assign_precision",
     "npu-place-devices": "npu_place_devices",
     "npu-assign-vregs": "npu_assign_vregs",
     "npu-liveness": "npu_liveness",

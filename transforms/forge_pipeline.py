@@ -26,6 +26,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
 from forge.dialects.context import make_context
+from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
 from forge.transforms.npu_linear_scan import AllocationReport, NpuLinearScanPass
 from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
@@ -63,6 +64,10 @@ class ForgePipelinePass(ModulePass):
     """npu-place-devices: heads of at least this many GFLOP run on the CPU (0: none)."""
     skip: tuple[str, ...] = ()
     """Passes to leave out, by name (Phase-2 passes or Phase 3-4 passes)."""
+    precision: str = "fp32"
+    """npu-assign-precision: fp32 | fp16 | int8 | mixed (fp32: the pass does not run)."""
+    fp16_weights: tuple[str, ...] | None = None
+    """npu-assign-precision, mixed: the weights kept fp16 (unset: its fallback rule)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", float(self.alpha))
@@ -84,10 +89,14 @@ class ForgePipelinePass(ModulePass):
     def passes(self) -> list[ModulePass]:
         """The pipeline, in order, without the skipped passes."""
         phase2_skip = tuple(name for name in self.skip if name in PHASE2_PASSES)
+        precision: list[ModulePass] = []
+        if self.precision != "fp32":
+            precision = [NpuAssignPrecisionPass(self.precision, self.fp16_weights)]
         passes: list[ModulePass] = [
             NpuOptimizePass(
                 iterations=self.iterations, alpha=self.alpha, layout=self.layout, skip=phase2_skip
             ),
+            *precision,
             NpuPlaceDevicesPass(cpu_head_gflops=self.cpu_head_gflops),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),
@@ -122,13 +131,16 @@ class PlanReport:
     phase34_seconds: float
     records: list[PassRecord]
     """Every pass run, in order (as `--pass-statistics` prints them)."""
+    precision: PrecisionReport | None = None
+    """npu-assign-precision's decision; None when it did not run (fp32)."""
 
     @classmethod
     def from_runs(cls, records: list[PassRecord], reports: list[PassReport]) -> PlanReport:
         found: dict[str, Any] = {}
         for entry in reports:
             found.setdefault(entry.name, entry.report)
-        seconds = sum(r.seconds for r in records if r.name in PHASE34_PASSES)
+        after_phase2 = (NpuAssignPrecisionPass.name, *PHASE34_PASSES)
+        seconds = sum(r.seconds for r in records if r.name in after_phase2)
         return cls(
             found["npu-optimize"],
             found.get("npu-place-devices"),
@@ -137,6 +149,7 @@ class PlanReport:
             found.get("npu-linear-scan"),
             seconds,
             records,
+            found.get(NpuAssignPrecisionPass.name),
         )
 
 

@@ -142,6 +142,31 @@ class FoldIdentitySlice(RewritePattern):
         _forward(op, op.input, rewriter)
 
 
+class FoldEmptyConcatOperands(RewritePattern):
+    """`cat(x, y)` where `y` has no elements along the concatenated dimension is `x`.
+
+    Partial rotary embeddings write `cat(rotated, x[..., rotary_dim:])`, and when the
+    rotary part is the whole head the second slice is empty (e.g. `tensor<1x4x16x0xf32>`).
+    NNFactory cannot build an empty tensor, so such a graph would fall back to the CPU
+    whole; dropping the empty operand makes the empty slice dead, and it disappears.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.CatOp, rewriter: PatternRewriter) -> None:
+        rank = len(shape_of(op.result.type))
+        dim = normalize_dim(op.dim.value.data, rank)
+        kept = [x for x in op.inputs if shape_of(x.type)[dim] != 0]
+        if len(kept) == len(op.inputs) or not kept:
+            return
+        if len(kept) == 1:
+            _forward(op, kept[0], rewriter)
+            return
+        cat = npu.CatOp.create(
+            operands=kept, result_types=[op.result.type], properties=dict(op.properties)
+        )
+        replace_and_erase_producers(op, [cat], [cat.result], rewriter)
+
+
 def _moves_data(shape: Sequence[int], permutation: Sequence[int]) -> bool:
     """Whether permuting a tensor of `shape` reorders its elements.
 
@@ -426,6 +451,7 @@ class NpuFoldConstantsPass(NpuPatternPass):
             FoldIdentityArithmetic(),
             FoldIdentityReshape(),
             FoldIdentitySlice(),
+            FoldEmptyConcatOperands(),
             FoldIdentityTranspose(),
             FoldIdentityPermute(),
             FoldIdentityCast(),

@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from forge.dialects.precisions import PRECISIONS
+
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
@@ -17,7 +19,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--precision", default="fp16", choices=["fp32", "fp16", "int8", "mixed"])
+    parser.add_argument("--precision", default="fp16", choices=PRECISIONS)
     parser.add_argument("--passes", help="comma-separated passes to remove (default: all)")
     parser.add_argument("--latency", action="store_true", help="also run each variant")
     parser.add_argument("--runs", type=int, default=3, help="timed runs with --latency")
@@ -29,8 +31,8 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from forge.diagnostics import ForgeError
     from forge.frontend.loading import load_program
+    from forge.runtime.precision import program_fp16_weights
     from forge.tuning.ablate import ABLATIONS, ablate
-    from forge.tuning.autotune import program_assignment
     from forge.tuning.cost import CostModel
 
     if ns.runs < 1:
@@ -42,9 +44,7 @@ def run(ns: argparse.Namespace) -> int:
         program = load_program(reference, ns.tiny, ns.seq, ns.latency)
         mixed = None
         if ns.precision == "mixed":
-            from forge.tuning.autotune import program_assignment
-
-            mixed, note = program_assignment(program)
+            mixed, note = program_fp16_weights(program)
             print(note)
         measure = eager = None
         if ns.latency:

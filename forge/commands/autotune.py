@@ -25,14 +25,15 @@ def run(ns: argparse.Namespace) -> int:
     """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K]`."""
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from forge.frontend.loading import load_program
-    from forge.tuning.autotune import DEFAULT_ITERATIONS, program_assignment, sweep
+    from forge.runtime.precision import program_fp16_weights
+    from forge.tuning.autotune import DEFAULT_ITERATIONS, sweep
     from forge.tuning.cost import CostModel
 
     model = CostModel.current(ns.cost_model)
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
         program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
-        mixed, note = program_assignment(program)
+        mixed, note = program_fp16_weights(program)
         print(note)
         report = sweep(
             program.module,

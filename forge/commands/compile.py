@@ -6,13 +6,14 @@ import argparse
 from typing import Any
 
 from forge.diagnostics import ForgeError
+from forge.dialects.precisions import PRECISIONS
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
     parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "int8", "mixed"])
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")

@@ -1,7 +1,7 @@
 """Run a planned `npu` function: NNFactory segments for NPU ops, CPU kernels for the rest.
 
-After `forge.pipeline.plan` the function body is in its scheduled order and every op
-carries a `device`. The executor walks that order once, at build time:
+After `forge.transforms.forge_pipeline.plan` the function body is in its scheduled order
+and every op carries a `device`. The executor walks that order once, at build time:
 
 * each maximal run of consecutive `npu` ops becomes one NNFactory `Segment`
   (`granularity="segment"`), or one segment per op (`granularity="op"`, one
@@ -25,27 +25,28 @@ from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import (
-    cpu_kernel,
-    packed_gemm_available,
-    packed_linear_kernel,
-    torch_dtype,
+from forge.conversion.cpu_kernels import cpu_kernel, packed_gemm_available, packed_linear_kernel
+from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
+from forge.conversion.segments import (
+    GRANULARITIES,
+    WEIGHT_BINDINGS,
+    arena_layout,
+    device_runs,
+    npu_groups,
 )
-from forge.conversion.nnfactory_graph import PRECISIONS, NoNpuLowering, Segment, build_segment
-from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS, device_runs, npu_groups
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
+from forge.dialects.dtypes import PRECISIONS
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
-from forge.runtime.precision import assign_mixed_precision, linear_ops
+from forge.runtime.precision import measure_mixed_precision
 from forge.transforms.forge_pipeline import plan
-from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
-from forge.transforms.npu_liveness import compute_liveness
+from forge.transforms.npu_linear_scan import AllocationReport
 from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
 from forge.transforms.npu_schedule_affinity import check_schedule
 
@@ -103,13 +104,13 @@ class CompiledNPUExecutor:
         module_or_function: ModuleOp | func.FuncOp,
         weights: Mapping[str, torch.Tensor],
         num_inputs: int,
-        precision: str = "fp32",
+        precision: str | None = None,
         granularity: str = "segment",
         allocation: AllocationReport | None = None,
         weights_as: str = "constants",
     ):
-        if precision not in PRECISIONS:
-            raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+        function = entry_function(module_or_function)
+        precision = _precision_of(function, precision)
         if weights_as not in WEIGHT_BINDINGS:
             raise ForgeError(
                 f"weights_as must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights_as}'"
@@ -119,7 +120,6 @@ class CompiledNPUExecutor:
                 f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
             )
         start = time.perf_counter()
-        function = entry_function(module_or_function)
         check_schedule(function)
         args = function.body.block.args
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
@@ -215,33 +215,18 @@ class CompiledNPUExecutor:
     def _bind_buffers(
         self, function: func.FuncOp, allocation: AllocationReport | None
     ) -> tuple[torch.Tensor | None, int]:
-        """Give every intermediate that owns storage its view of one arena, at the offset
-        of the buffer npu-linear-scan chose, so values sharing a buffer share memory.
-
-        Function results get fresh storage (the caller keeps them across calls), and
-        views keep aliasing their root. Returns the arena and how many values live in it.
-        """
-        if allocation is None:
-            if not any(isinstance(op, npu.NpuOp) and op.buffer for op in function.walk()):
-                return None, 0
-            allocation = allocate(function)
-        liveness = compute_liveness(function)
-        returned = {liveness.alias_root.get(v, v) for v in liveness.results}
-        arena = torch.empty(allocation.planned_bytes, dtype=torch.uint8)
-        views: dict[int, torch.Tensor] = {}
-        for value, vreg in liveness.vreg_of.items():
-            slot = self._slots.get(value)
-            if slot is None or vreg in liveness.alias_root or vreg in returned:
-                continue
-            number = allocation.buffer_of.get(vreg)
-            nbytes = byte_size(value.type)
-            if number is None or nbytes is None or allocation.layout[number].offset is None:
-                continue
-            offset = allocation.layout[number].offset or 0
-            assert isinstance(value.type, TensorType)
-            dtype = torch_dtype(value.type.get_element_type())
-            shape = list(value.type.get_shape())
-            views[slot] = arena[offset : offset + nbytes].view(dtype).view(shape)
+        """Give every intermediate with a slot its view of one arena, at its place in
+        `arena_layout` (the rule the printed plan shows). Returns the arena and how many
+        values live in it."""
+        layout = arena_layout(function, allocation)
+        if layout is None:
+            return None, 0
+        arena = torch.empty(layout.planned_bytes, dtype=torch.uint8)
+        views = {
+            self._slots[value]: place.view(arena)
+            for value, place in layout.places.items()
+            if value in self._slots
+        }
         self._steps = [
             replace(step, targets=tuple(views.get(slot) for slot in step.outputs))
             for step in self._steps
@@ -313,7 +298,8 @@ class CompileReport:
     """What `compile_model` did and how long each phase took (seconds)."""
 
     plan: Any
-    """The `forge.pipeline.PlanReport` (Phase 2, placement, schedule, allocation)."""
+    """The `forge.transforms.forge_pipeline.PlanReport` (Phase 2, placement, schedule,
+    allocation)."""
     export_seconds: float
     import_seconds: float
     optimize_seconds: float
@@ -357,6 +343,21 @@ class CompileReport:
         return "\n".join(lines)
 
 
+def _precision_of(function: func.FuncOp, asked: str | None) -> str:
+    """The precision the executor runs `function` at: the one npu-assign-precision
+    recorded in the IR (fp32 when it did not run); `asked`, for IR the pass has not
+    annotated, or to confirm the recorded one."""
+    recorded = npu.program_precision(function)
+    precision = asked or recorded or "fp32"
+    if precision not in PRECISIONS:
+        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    if recorded is not None and precision != recorded:
+        raise ForgeError(
+            f"the IR was assigned precision {recorded} (npu-assign-precision), not {precision}"
+        )
+    return precision
+
+
 def head_gflops_for(precision: str) -> float:
     """npu-place-devices' `cpu-head-gflops` for an executor at `precision`:
     `CPU_HEAD_GFLOPS` at fp32 where MKL packs weights (`PackedLinear`), else 0 (at
@@ -381,26 +382,27 @@ def compile_model(
     start = time.perf_counter()
     if cpu_head_gflops is None:
         cpu_head_gflops = head_gflops_for(precision)
-    report = plan(program.module, cpu_head_gflops=cpu_head_gflops)
+    notes = [*program.notes]
+    fp16_weights = None
+    if precision == "mixed":
+        inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
+        mixed = measure_mixed_precision(program.function, program.weights, inputs)
+        fp16_weights = mixed.fp16_weights
+        notes.append(mixed.note())
+    report = plan(
+        program.module,
+        cpu_head_gflops=cpu_head_gflops,
+        precision=precision,
+        fp16_weights=fp16_weights,
+    )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    notes = [*program.notes]
-    if precision == "mixed" and not any(
-        op.precision is not None for op in linear_ops(program.function)
-    ):
-        inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
-        mixed = assign_mixed_precision(program.function, program.weights, inputs)
-        notes.append(
-            f"mixed precision: {len(mixed.fp16)} of {len(mixed.layers)} linear layers keep "
-            "fp16 weights (largest int8 output error), the rest int8"
-        )
     executor = CompiledNPUExecutor(
         program.function,
         program.weights,
         len(program.input_names),
-        precision,
-        granularity,
-        report.allocation,
+        granularity=granularity,
+        allocation=report.allocation,
     )
     return executor, CompileReport(
         plan=report,

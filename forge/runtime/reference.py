@@ -87,9 +87,3 @@ class ReferenceExecutor:
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value
         return env
-
-
-def run_reference(
-    module: ModuleOp | func.FuncOp, weights: Mapping[str, torch.Tensor], inputs: Sequence[Any]
-) -> tuple[torch.Tensor, ...]:
-    return ReferenceExecutor(module, weights, len(inputs))(*inputs)

@@ -22,7 +22,7 @@ measured mean latency through `CompiledNPUExecutor`, the speedup over eager and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,6 @@ from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import alias_classes
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_schedule_affinity import body_ops, count_transitions
-from forge.tuning.autotune import apply_assignment
 from forge.tuning.cost import CostModel, Features, analyze, cei
 
 PHASE34_ABLATIONS = ("npu-place-devices", "npu-schedule-affinity", "npu-linear-scan")
@@ -117,14 +116,18 @@ def run_variant(
     removed: str | None,
     model: CostModel,
     precision: str,
-    mixed: Mapping[str, str] | None = None,
+    mixed: Sequence[str] | None = None,
 ) -> Row:
-    """The default pipeline without `removed`, in place on `module`; under precision
-    mixed, `mixed` (`forge.tuning.autotune.mixed_assignment`) is written as per-op attributes,
-    so the score and the executor see the measured assignment."""
+    """The default pipeline without `removed`, in place on `module`, at `precision`
+    (npu-assign-precision runs in it; under mixed with `mixed`, the measured
+    `fp16-weights`, so the score and the executor see the measured assignment)."""
     start = time.perf_counter()
     report = plan(
-        module, cpu_head_gflops=head_gflops_for(precision), skip=(removed,) if removed else ()
+        module,
+        cpu_head_gflops=head_gflops_for(precision),
+        skip=(removed,) if removed else (),
+        precision=precision,
+        fp16_weights=tuple(mixed) if precision == "mixed" and mixed is not None else None,
     )
     function = entry_function(module)
     if report.schedule is not None:
@@ -137,8 +140,6 @@ def run_variant(
         assert report.liveness is not None
         buffers = len(alias_classes(report.liveness))
     seconds = time.perf_counter() - start
-    if precision == "mixed" and mixed is not None:
-        apply_assignment(module, mixed)
     features = analyze(function, num_inputs).at(precision)
     return Row(
         removed,
@@ -161,7 +162,7 @@ def ablate(
     measure: Callable[[ModuleOp], tuple[float, float]] | None = None,
     eager_ms: float | None = None,
     import_seconds: float = 0.0,
-    mixed: Mapping[str, str] | None = None,
+    mixed: Sequence[str] | None = None,
 ) -> AblationReport:
     """The full pipeline and each of `passes` removed, each on a copy of `module`.
 

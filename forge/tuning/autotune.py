@@ -21,19 +21,15 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from forge.conversion.nnfactory_graph import LINEAR_OPS
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
-from forge.frontend.loading import ordered_inputs
-from forge.runtime.precision import assign_mixed_precision
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
@@ -310,13 +306,14 @@ def sweep(
     model: CostModel | None = None,
     num_inputs: int | None = None,
     consume: bool = False,
-    mixed: Mapping[str, str] | None = None,
+    mixed: Sequence[str] | None = None,
 ) -> AutotuneReport:
     """Score every configuration (default: `grid(full)`) on `module`'s entry function;
     the default configuration is always scored. `module` is left as it was unless
-    `consume` (then the sweep rewrites it instead of a copy). `mixed` (weight name ->
-    fp16/int8, from `mixed_assignment`) prices precision=mixed as the executor will run
-    it; without it, mixed uses the cost model's stand-in."""
+    `consume` (then the sweep rewrites it instead of a copy). `mixed` (the measured
+    `fp16-weights` of npu-assign-precision, `forge.runtime.precision.program_fp16_weights`)
+    prices precision=mixed as the executor will run it; without it, mixed is priced by
+    the pass's fallback rule."""
     model = model or CostModel.current()
     wanted = list(dict.fromkeys(configs if configs is not None else grid(full)))
     if not wanted:
@@ -363,64 +360,6 @@ def sweep(
         search.stats,
         model,
     )
-
-
-# ------------------------------------------------------------ mixed precision
-
-
-def mixed_assignment(
-    module: ModuleOp, weights: Mapping[str, Any], inputs: Sequence[Any]
-) -> tuple[dict[str, str], str]:
-    """The measured per-layer assignment of precision=mixed (`forge.runtime.precision`: the most
-    int8-sensitive linears stay fp16), as weight name -> fp16/int8, and a one-line note.
-
-    Measured once per model, on a copy of the imported graph: Phase 2 keeps each linear's
-    weight argument and input activation, so every configuration's graph gets the same
-    assignment (`apply_assignment`). A weight several linears read takes the most
-    precise decision, as the executor does."""
-    report = assign_mixed_precision(module.clone(), weights, inputs)
-    kept = set(report.fp16)
-    assignment: dict[str, str] = {}
-    for layer in report.layers:
-        choice = "fp16" if layer.index in kept else "int8"
-        if assignment.get(layer.weight) != "fp16":
-            assignment[layer.weight] = choice
-    note = (
-        f"mixed precision: measured int8 sensitivity keeps {len(report.fp16)} of "
-        f"{len(report.layers)} linear layers fp16"
-    )
-    return assignment, note
-
-
-def apply_assignment(module: ModuleOp, assignment: Mapping[str, str]) -> int:
-    """Write `assignment` as `precision` attributes on the linear ops of `module` (any
-    configuration's graph) that read one of its weights; returns how many ops."""
-    from xdsl.dialects.builtin import StringAttr
-    from xdsl.ir import BlockArgument
-
-    marked = 0
-    for op in module.walk():
-        if not isinstance(op, LINEAR_OPS):
-            continue
-        weight = op.weight
-        if not isinstance(weight, BlockArgument) or weight.name_hint not in assignment:
-            continue
-        op.attributes["precision"] = StringAttr(assignment[weight.name_hint])
-        marked += 1
-    return marked
-
-
-def program_assignment(program: Any) -> tuple[dict[str, str] | None, str]:
-    """`mixed_assignment` of a loaded `forge.frontend.loading.Program`, or None (and why) when its
-    weights are on the meta device and cannot be measured."""
-
-    if any(getattr(w, "is_meta", False) for w in program.weights.values()):
-        return None, "mixed precision: meta-device weights, priced with the stand-in assignment"
-    loaded = program.loaded
-    args = entry_function(program.module).body.block.args[: program.num_inputs]
-    names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
-    inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, names)
-    return mixed_assignment(program.module, program.weights, inputs)
 
 
 def _validate(c: Config) -> None:

@@ -3,7 +3,7 @@
 A point is (model, configuration): a built-in model (tiny variant) at one sequence
 length, planned with one autotune configuration (alpha, layout, precision, iterations)
 and run by `CompiledNPUExecutor` at that precision (mixed with the measured per-layer
-assignment, `forge.tuning.autotune.mixed_assignment`). Each point gets the five cost-model
+assignment, `forge.runtime.precision.program_fp16_weights`). Each point gets the five cost-model
 features of its planned graph and its measured latency.
 
 The machine is noisy, so latency is measured in interleaved rounds: every round runs
@@ -37,13 +37,15 @@ from typing import Any
 import numpy as np
 
 from forge.diagnostics import ForgeError
-from forge.dialects.context import entry_function
+from forge.dialects.context import entry_function, make_context
 from forge.frontend import models
 from forge.frontend.loading import Loaded, load_program, ordered_inputs, program_of
 from forge.frontend.models import SPECS
 from forge.runtime.executor import CompiledNPUExecutor
+from forge.runtime.precision import program_fp16_weights
 from forge.transforms.forge_pipeline import plan
-from forge.tuning.autotune import PRECISIONS, Config, apply_assignment, grid, program_assignment
+from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
+from forge.tuning.autotune import PRECISIONS, Config, grid
 from forge.tuning.cost import FEATURES, CostModel, Features, analyze
 
 MODELS = ("gpt2", "granite-350m", "qwen2-0.5b", "llama-3.2-1b", "lfm2-2.6b", "llama-3.1-8b")
@@ -261,7 +263,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
 
     start = time.perf_counter()
     program = load_variant(variant)
-    assignment, _ = program_assignment(program)
+    fp16_weights, _ = program_fp16_weights(program)
     loaded = program.loaded
     structures = list(dict.fromkeys(c.structure for c in grid(full=True)))
     rng.shuffle(structures)
@@ -281,8 +283,9 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
             seen.add((text, precision))
             config = Config(alpha, layout, precision, iterations)
             graph = module.clone()
-            if precision == "mixed":
-                apply_assignment(graph, assignment or {})
+            # One planned graph serves every precision: the precision changes no op.
+            kept = fp16_weights if precision == "mixed" else None
+            NpuAssignPrecisionPass(precision, kept).apply(make_context(), graph)
             function = entry_function(graph)
             executor = CompiledNPUExecutor(
                 function, program.weights, program.num_inputs, precision, allocation=allocation

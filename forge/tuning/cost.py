@@ -22,23 +22,22 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerType, ModuleOp, StringAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import IntegerType, ModuleOp
+from xdsl.ir import Operation, SSAValue
 
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
+from forge.dialects.dtypes import PRECISIONS
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
+from forge.transforms.npu_assign_precision import fallback_keeps_fp16
 
 MIB = 1 << 20
-
-PRECISIONS = ("fp32", "fp16", "int8", "mixed")
-"""Precisions precision the cost model prices parameters at."""
 
 STORAGE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 """Bytes per element of a weight stored at a per-op `precision` attribute."""
@@ -61,9 +60,6 @@ LINEAR_GENERIC_PREFIXES = (
 )
 """`npu.generic` opcodes n_linear also counts (contractions without a named op)."""
 
-WEIGHT_OPS = npu.WEIGHTED_LINEAR_OPS
-"""Ops whose 2-D `weight` argument int8 stores as int8 (as the executor does)."""
-
 FEATURES = ("n_ops", "n_weights", "n_linear", "d_graph", "s_params")
 
 COST_MODEL_ENV = "FORGE_COST_MODEL"
@@ -83,15 +79,16 @@ class Param:
     """Bytes per element of its own type (float params are re-priced per precision)."""
     is_float: bool
     channels: int = 0
-    """Output channels if it is the 2-D weight of a linear op (int8-eligible), else 0."""
-    requested: str | None = None
-    """The most precise per-op `precision` attribute among its linear users."""
-    keep_fp16: bool = False
-    """The stand-in mixed assignment keeps it in fp16 (see `mixed_keeps_fp16`)."""
+    """Output channels if it is a linear weight (`npu.is_linear_weight`), else 0."""
+    mixed: str = "int8"
+    """Its storage under mixed as the IR says (`npu.weight_storage`)."""
+    fallback: str = "int8"
+    """Its storage under npu-assign-precision's fallback rule for mixed (fp16 for the
+    embedding table and the LM head)."""
 
     def bytes_at(self, precision: str, annotated: bool) -> int:
         """Bytes stored at `precision`; `annotated` says npu-assign-precision has run, so
-        unannotated linear weights are int8 under mixed (the executor's rule)."""
+        mixed follows the IR, else the pass's fallback rule (as if it ran unmeasured)."""
         if not self.is_float:
             return self.numel * self.element_bytes
         storage = self.storage(precision, annotated)
@@ -100,19 +97,14 @@ class Param:
         return self.numel * STORAGE_BYTES[storage]
 
     def storage(self, precision: str, annotated: bool) -> str:
-        """fp32/fp16 store every float param at that width; int8 quantizes every linear
-        weight; mixed follows the per-op `precision` attributes (unannotated linear
-        weights are int8, as in the executor), or the stand-in when no op has one. Other
-        float params are fp16."""
-        if precision in ("fp32", "fp16") or not self.channels:
+        """A linear weight's storage is `npu.weight_storage`'s (under mixed: the IR's if
+        annotated, else the fallback rule's); other float params are fp32 at fp32 and
+        fp16 otherwise."""
+        if not self.channels or precision in ("fp32", "fp16"):
             return "fp32" if precision == "fp32" else "fp16"
         if precision == "int8":
             return "int8"
-        if self.requested is not None:
-            return self.requested
-        if not annotated and self.keep_fp16:
-            return "fp16"
-        return "int8"
+        return self.mixed if annotated else self.fallback
 
 
 def _element_bytes(value: SSAValue) -> int:
@@ -122,50 +114,23 @@ def _element_bytes(value: SSAValue) -> int:
     return getattr(element, "bitwidth", 32) // 8
 
 
-def _requested(users: list[Operation]) -> str | None:
-    """The most precise `precision` attribute among `users` (the executor's rule)."""
-    found = {a.data for u in users if isinstance(a := u.attributes.get("precision"), StringAttr)}
-    return next((p for p in ("fp32", "fp16", "int8") if p in found), None)
-
-
-def mixed_keeps_fp16(value: SSAValue, users: list[Operation]) -> bool:
-    """The fallback per-layer assignment of `mixed`, used only when no op carries a
-    `precision` attribute and no measured assignment is given (`Structure.assigned`;
-    e.g. weights on the meta device, which cannot be measured): keep in fp16 the
-    embedding table (a weight also read by a non-linear op, e.g. GPT-2's tied wte) and
-    the LM head (a linear whose result is a function result); every other linear weight
-    is int8."""
-    if any(not isinstance(u.operation, WEIGHT_OPS) for u in value.uses):
-        return True
-    for op in users:
-        if any(isinstance(u.operation, func.ReturnOp) for r in op.results for u in r.uses):
-            return True
-    return False
-
-
 def _param(value: SSAValue, name: str) -> Param | None:
     shape = shape_of(value.type)
     count = numel(shape)
     if count is None:
         return None
     floating = is_float(element_type(value.type))
-    users = [
-        u.operation
-        for u in value.uses
-        if isinstance(u.operation, WEIGHT_OPS) and u.operation.weight is value
-    ]
-    channels = 0
-    if floating and isinstance(value, BlockArgument) and len(shape) == 2 and users:
-        op = users[0]
-        channels = shape[1] if npu.weight_in_out(op) else shape[0]
+    if not npu.is_linear_weight(value):
+        return Param(name, count, _element_bytes(value), floating)
+    op = npu.weight_users(value)[0]
     return Param(
         name,
         count,
         _element_bytes(value),
         floating,
-        channels,
-        _requested(users) if channels else None,
-        mixed_keeps_fp16(value, users) if channels else False,
+        shape[1] if npu.weight_in_out(op) else shape[0],
+        npu.weight_storage(value, "mixed") or "int8",
+        "fp16" if fallback_keeps_fp16(value) else "int8",
     )
 
 
@@ -208,12 +173,14 @@ class Structure:
             raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
         return sum(p.bytes_at(precision, self.annotated) for p in self.params)
 
-    def assigned(self, assignment: Mapping[str, str]) -> Structure:
-        """This graph as if its linear ops carried the per-weight `precision` attributes
-        of `assignment` (weight name -> fp16/int8, e.g. `forge.tuning.autotune.mixed_assignment`):
-        how `mixed` is priced without writing the attributes into the IR."""
+    def assigned(self, fp16_weights: Sequence[str]) -> Structure:
+        """This graph as `npu-assign-precision{precision=mixed fp16-weights=...}` would
+        annotate it (the named linear weights fp16, the others int8, e.g. measured by
+        `forge.runtime.precision.program_fp16_weights`): how `mixed` is priced without
+        running the pass on every configuration's graph."""
+        kept = set(fp16_weights)
         params = tuple(
-            replace(p, requested=assignment[p.name]) if p.channels and p.name in assignment else p
+            replace(p, mixed="fp16" if p.name in kept else "int8") if p.channels else p
             for p in self.params
         )
         return replace(self, params=params, annotated=True)
@@ -250,10 +217,25 @@ def _body(op: Operation) -> Iterator[Operation]:
 
 def depth(function: func.FuncOp) -> int:
     """Ops on the longest dataflow path through the body (arguments are depth 0)."""
-    return _scan(function)[4]
+    return _scan(function).depth
 
 
-def _scan(function: func.FuncOp) -> tuple[int, int, int, list[npu.ConstantOp], int, bool]:
+@dataclass(frozen=True)
+class BodyScan:
+    """What one pass over a function body finds (`_scan`)."""
+
+    n_ops: int
+    """Ops, `func.return` excluded."""
+    n_linear: int
+    """Contractions (`is_linear`)."""
+    constants: tuple[npu.ConstantOp, ...]
+    depth: int
+    """Ops on the longest dataflow path."""
+    annotated: bool
+    """Some op carries a `precision` attribute."""
+
+
+def _scan(function: func.FuncOp) -> BodyScan:
     """One pass over the body: ops, contractions, constants, depth, precision attributes."""
     level: dict[SSAValue, int] = {}
     n_ops = n_linear = longest = 0
@@ -272,7 +254,7 @@ def _scan(function: func.FuncOp) -> tuple[int, int, int, list[npu.ConstantOp], i
         for r in op.results:
             level[r] = d
         longest = max(longest, d)
-    return n_ops, n_linear, len(constants), constants, longest, annotated
+    return BodyScan(n_ops, n_linear, tuple(constants), longest, annotated)
 
 
 def analyze(module: ModuleOp | func.FuncOp, num_inputs: int | None = None) -> Structure:
@@ -289,11 +271,20 @@ def analyze(module: ModuleOp | func.FuncOp, num_inputs: int | None = None) -> St
         for i, arg in enumerate(weights)
         if (p := _param(arg, arg.name_hint or f"arg{num_inputs + i}")) is not None
     ]
-    n_ops, n_linear, n_constants, constants, longest, annotated = _scan(function)
+    scan = _scan(function)
     params += [
-        p for i, c in enumerate(constants, 1) if (p := _param(c.result, f"constant{i}")) is not None
+        p
+        for i, c in enumerate(scan.constants, 1)
+        if (p := _param(c.result, f"constant{i}")) is not None
     ]
-    return Structure(n_ops, len(weights) + n_constants, n_linear, longest, tuple(params), annotated)
+    return Structure(
+        scan.n_ops,
+        len(weights) + len(scan.constants),
+        scan.n_linear,
+        scan.depth,
+        tuple(params),
+        scan.annotated,
+    )
 
 
 def features(

@@ -221,3 +221,43 @@ func.func @dynamic_stays(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf3
   %1 = npu.slice %x {dim = 0 : i64, start = 1 : i64, end = 9223372036854775807 : i64, step = 1 : i64} : tensor<?x4xf32> -> tensor<?x4xf32>
   func.return %0, %1 : tensor<?x4xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// Partial rotary with the whole head rotated: `cat(rotated, x[..., 16:])` concatenates
+// an empty slice; the cat becomes its one non-empty operand and the slice disappears.
+// CHECK-LABEL: func.func @empty_concat_operand
+// CHECK-NEXT:    %0 = npu.neg %x
+// CHECK-NEXT:    func.return %0 : tensor<1x4x16x16xf32>
+func.func @empty_concat_operand(%x: tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32> {
+  %0 = npu.neg %x : tensor<1x4x16x16xf32>
+  %1 = npu.slice %x {dim = 3 : i64, start = 16 : i64, end = 9223372036854775807 : i64, step = 1 : i64} : tensor<1x4x16x16xf32> -> tensor<1x4x16x0xf32>
+  %2 = npu.cat %0, %1 {dim = -1 : i64} : (tensor<1x4x16x16xf32>, tensor<1x4x16x0xf32>) -> tensor<1x4x16x16xf32>
+  func.return %2 : tensor<1x4x16x16xf32>
+}
+
+// -----
+
+// Of three operands, the empty one goes; the other two stay concatenated.
+// CHECK-LABEL: func.func @empty_middle_operand
+// CHECK-NEXT:    %0 = npu.cat %x, %y {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    func.return %0
+func.func @empty_middle_operand(%x: tensor<2x3xf32>, %e: tensor<2x0xf32>, %y: tensor<2x5xf32>) -> tensor<2x8xf32> {
+  %0 = npu.cat %x, %e, %y {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x0xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+  func.return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// Negative: no operand is empty along the cat dimension (a zero elsewhere is not
+// enough to drop it), and a dynamic extent proves nothing.
+// CHECK-LABEL: func.func @no_empty_operand
+// CHECK-NEXT:    %0 = npu.cat %x, %y {dim = 1 : i64}
+// CHECK-NEXT:    %1 = npu.cat %d, %y {dim = 1 : i64}
+// CHECK-NEXT:    %2 = npu.cat %z, %z {dim = 1 : i64}
+func.func @no_empty_operand(%x: tensor<2x3xf32>, %y: tensor<2x5xf32>, %d: tensor<2x?xf32>, %z: tensor<0x2xf32>) -> (tensor<2x8xf32>, tensor<2x?xf32>, tensor<0x4xf32>) {
+  %0 = npu.cat %x, %y {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+  %1 = npu.cat %d, %y {dim = 1 : i64} : (tensor<2x?xf32>, tensor<2x5xf32>) -> tensor<2x?xf32>
+  %2 = npu.cat %z, %z {dim = 1 : i64} : (tensor<0x2xf32>, tensor<0x2xf32>) -> tensor<0x4xf32>
+  func.return %0, %1, %2 : tensor<2x8xf32>, tensor<2x?xf32>, tensor<0x4xf32>
+}

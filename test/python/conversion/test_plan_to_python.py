@@ -16,7 +16,11 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
+from forge.conversion.nnfactory_graph import GraphCall
 from forge.conversion.plan_to_python import plan_to_python
+from forge.conversion.segments import GRANULARITIES, arena_layout
+from forge.diagnostics import ForgeError
+from forge.dialects import dtypes
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
@@ -28,10 +32,14 @@ SAMPLE = Path(__file__).parents[2] / "samples" / "gpt2_attention.mlir"
 
 
 def run_program(
-    source: str, arguments: list[torch.Tensor], weights: dict[str, torch.Tensor] | None = None
+    source: str,
+    arguments: list[torch.Tensor],
+    weights: dict[str, torch.Tensor] | None = None,
+    namespace: dict[str, object] | None = None,
 ) -> tuple[torch.Tensor, ...]:
-    """exec the program; `build(weights)` when it bakes weights in, then `run`."""
-    namespace: dict[str, object] = {}
+    """exec the program (in `namespace`); `build(weights)` when it bakes weights in,
+    then `run`."""
+    namespace = {} if namespace is None else namespace
     exec(compile(source, "<plan>", "exec"), namespace)
     if "build" in namespace:
         namespace["build"](weights)  # type: ignore[operator]
@@ -70,7 +78,15 @@ def check_program(
     names = [a.name_hint for a in entry_function(module).body.block.args]
     weights = [program.weights[n] for n in names[len(inputs) :]]
     expected = executor(*inputs)
-    got = run_program(source, [*inputs, *weights], program.weights)
+    namespace: dict[str, object] = {}
+    got = run_program(source, [*inputs, *weights], program.weights, namespace)
+    # Each segment of the program is the runtime's own GraphCall, bound as the
+    # executor's segment is.
+    calls = [namespace[f"seg{k}"] for k in range(len(executor.segments))]
+    assert all(type(c) is GraphCall for c in calls)
+    assert [(c.inputs, c.results, c.dtypes) for c in calls] == [  # type: ignore[attr-defined]
+        (s.call.inputs, s.call.results, s.call.dtypes) for s in executor.segments
+    ]
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
@@ -236,3 +252,83 @@ def test_missing_nnfactory_is_one_line(
     assert main([str(SAMPLE), "-p", "forge-pipeline", "-t", "python"]) == 1
     err = capsys.readouterr().err
     assert err == "forge-opt: error: NNFactory (intel-npu-acceleration-library 1.4.0) is missing\n"
+
+
+def test_program_imports_the_runtime_graph_call() -> None:
+    """The printed program calls segments through the executor's GraphCall, not a copy."""
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    source = plan_to_python(module)
+    assert "from forge.conversion.nnfactory_graph import GraphCall, GraphInput" in source
+    assert "from forge.conversion.plan_to_python import strided_slice" in source
+
+
+def test_graph_call_without_a_graph_passes_inputs_through() -> None:
+    """A segment whose outputs are all its inputs: copies, in the IR's dtypes."""
+    call = GraphCall(None, [None, None], [(False, 1), (False, 0)], [torch.float16, torch.float32])
+    a, b = torch.arange(3.0), torch.ones(2)
+    x, y = call(a, b)
+    assert x.dtype == torch.float16 and torch.equal(x, b.half())
+    assert torch.equal(y, a) and y.data_ptr() != a.data_ptr()
+    with pytest.raises(ForgeError, match="segment expects 2 inputs, got 1"):
+        call(a)
+
+
+def test_arena_layout_is_the_executors() -> None:
+    """The executor's arena is `arena_layout`'s: its size, and a view at every place
+    of a value with a slot; function results are never placed."""
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    function = entry_function(module)
+    executor = CompiledNPUExecutor(
+        module, tiny.program.weights, len(tiny.program.input_names), granularity="op"
+    )
+    layout = arena_layout(function)
+    assert executor.fallback_ops == 0
+    assert layout is not None and executor.arena is not None
+    assert executor.arena.numel() == layout.planned_bytes
+    returned = set(function.body.block.last_op.operands)  # type: ignore[union-attr]
+    assert layout.places and not returned & set(layout.places)
+    base = executor.arena.data_ptr()
+    offsets = sorted(
+        t.data_ptr() - base for step in executor.steps for t in step.targets if t is not None
+    )
+    assert len(offsets) == executor.arena_values
+    slotted = [v for s in executor.segments for v in s.outputs] + [
+        r
+        for op in function.body.block.ops
+        if op.attributes.get("device") == StringAttr("cpu")
+        for r in op.results
+    ]
+    assert offsets == sorted(layout.places[v].offset for v in slotted if v in layout.places)
+    for place in layout.places.values():
+        assert place.offset + place.nbytes <= layout.planned_bytes
+
+
+def test_arena_layout_needs_an_allocation() -> None:
+    """No allocation given and none in the IR (npu-linear-scan has not run): no arena."""
+    tiny = load_tiny("gpt2")
+    assert arena_layout(entry_function(tiny.fresh_module())) is None
+
+
+def test_precisions_are_spelled_once() -> None:
+    """Every precision list is `dtypes.PRECISIONS`: the graph's activation dtypes, the
+    plan printer, and the CLI's choices (as is `GRANULARITIES`)."""
+    from forge.cli import build_parser
+
+    assert tuple(nnfactory_graph.PRECISIONS) == dtypes.PRECISIONS
+    assert nnfactory_graph.QUANTIZED_PRECISIONS is dtypes.QUANTIZED_PRECISIONS
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name in ("compile", "ablate"):
+        options = {a.dest: a.choices for a in commands[name]._actions}
+        assert tuple(options["precision"]) == dtypes.PRECISIONS
+    granularity = {a.dest: a.choices for a in commands["compile"]._actions}["granularity"]
+    assert tuple(granularity) == GRANULARITIES
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    with pytest.raises(ForgeError, match=", ".join(dtypes.PRECISIONS)):
+        plan_to_python(module, "int4")

@@ -8,11 +8,12 @@ from conftest import load_tiny
 
 from forge.devtools.numerics import agreement, eager_outputs
 from forge.diagnostics import ForgeError
-from forge.dialects.context import entry_function
+from forge.dialects.context import entry_function, make_context
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
-from forge.runtime.precision import assign_mixed_precision, linear_ops, measure_sensitivity
+from forge.runtime.precision import linear_ops, measure_mixed_precision, measure_sensitivity
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 
 
 def planned_gpt2():
@@ -49,7 +50,9 @@ def test_a_layer_with_outliers_is_the_most_sensitive() -> None:
 @pytest.mark.parametrize("keep", [0.0, 0.25, 1.0])
 def test_assign_marks_the_keep_fraction_fp16(keep: float) -> None:
     tiny, module, inputs = planned_gpt2()
-    report = assign_mixed_precision(module, tiny.program.weights, inputs, keep=keep)
+    report = measure_mixed_precision(module, tiny.program.weights, inputs, keep=keep)
+    assert all(op.precision is None for op in linear_ops(entry_function(module)))  # measures only
+    NpuAssignPrecisionPass("mixed", report.fp16_weights).apply(make_context(), module)
     marks = [op.precision.data for op in linear_ops(entry_function(module))]
     assert marks.count("fp16") == len(report.fp16)
     assert len(report.fp16) == -(-int(keep * 100) * len(report.layers) // 100)
@@ -64,16 +67,19 @@ def test_assign_marks_the_keep_fraction_fp16(keep: float) -> None:
 def test_bad_keep_is_an_error() -> None:
     tiny, module, inputs = planned_gpt2()
     with pytest.raises(ForgeError, match="keep must be a fraction"):
-        assign_mixed_precision(module, tiny.program.weights, inputs, keep=1.5)
+        measure_mixed_precision(module, tiny.program.weights, inputs, keep=1.5)
 
 
 def test_mixed_is_between_int8_and_fp32() -> None:
     tiny, module, inputs = planned_gpt2()
-    assign_mixed_precision(module, tiny.program.weights, inputs, keep=0.5)
+    report = measure_mixed_precision(module, tiny.program.weights, inputs, keep=0.5)
     expected = eager_outputs(tiny.model, tiny.args, tiny.kwargs)[0]
     errors = {}
     for precision in ("mixed", "int8"):
-        executor = CompiledNPUExecutor(module, tiny.program.weights, len(inputs), precision)
+        graph = module.clone()
+        kept = report.fp16_weights if precision == "mixed" else None
+        NpuAssignPrecisionPass(precision, kept).apply(make_context(), graph)
+        executor = CompiledNPUExecutor(graph, tiny.program.weights, len(inputs), precision)
         errors[precision] = agreement(expected, executor(*inputs)[0])
     assert errors["mixed"].kl < errors["int8"].kl
     assert errors["mixed"].top1 >= errors["int8"].top1

@@ -10,7 +10,7 @@ from conftest import load_tiny
 from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import VerifyException
 
-from forge.conversion.nnfactory_graph import LINEAR_OPS, graph_input, quantize_int8
+from forge.conversion.nnfactory_graph import graph_input, quantize_int8
 from forge.devtools.numerics import agreement, eager_outputs
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
@@ -86,7 +86,7 @@ def run_tiny(name: str, precision: str, annotate: str | None = None):
     plan(module)
     if annotate is not None:
         for op in entry_function(module).body.block.ops:
-            if isinstance(op, LINEAR_OPS):
+            if isinstance(op, npu.WEIGHTED_LINEAR_OPS):
                 op.attributes["precision"] = StringAttr(annotate)
     program = tiny.program
     executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), precision)

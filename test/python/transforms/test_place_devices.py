@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.conversion.capabilities import Capability, register_capability, unregister_capability
+from forge.conversion.capabilities import Capability, register_lowering, unregister_lowering
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.models import SPECS
@@ -20,35 +20,39 @@ func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 """
 
 
+def lower_cumsum(b: object, op: npu.GenericOp) -> object:
+    raise AssertionError("placement never lowers")
+
+
 def devices(module) -> list[str]:
     return [
         op.device.data for op in entry_function(module).body.block.ops if isinstance(op, npu.NpuOp)
     ]
 
 
-def test_registering_a_capability_moves_a_generic_op_to_the_npu() -> None:
+def test_registering_a_lowering_moves_a_generic_op_to_the_npu() -> None:
     module = parse_module(CUMSUM)
     place(entry_function(module))
     assert devices(module) == ["cpu"]
-    register_capability("aten.cumsum.default", Capability(max_rank=4))
+    register_lowering("aten.cumsum.default", Capability(max_rank=4))(lower_cumsum)
     try:
         place(entry_function(module))
         assert devices(module) == ["npu"]
     finally:
-        unregister_capability("aten.cumsum.default")
+        unregister_lowering("aten.cumsum.default")
     place(entry_function(module))
     assert devices(module) == ["cpu"]
 
 
 def test_capability_conditions_are_checked() -> None:
-    register_capability("aten.cumsum.default", Capability(max_rank=1))
+    register_lowering("aten.cumsum.default", Capability(max_rank=1))(lower_cumsum)
     try:
         module = parse_module(CUMSUM)
         placement = place(entry_function(module))
         assert devices(module) == ["cpu"]
         assert "aten.cumsum.default: rank 2 outside [0, 1]" in placement.cpu_reasons
     finally:
-        unregister_capability("aten.cumsum.default")
+        unregister_lowering("aten.cumsum.default")
 
 
 @pytest.mark.parametrize("name", list(SPECS))

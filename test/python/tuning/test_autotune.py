@@ -7,6 +7,9 @@ from conftest import load_tiny
 
 from forge.cli import main
 from forge.diagnostics import ForgeError
+from forge.dialects.context import make_context
+from forge.frontend.loading import ordered_inputs
+from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.transforms.npu_optimize import optimize
 from forge.tuning.autotune import ALPHAS, DEFAULT, LAYOUTS, PRECISIONS, Config, grid, sweep
 from forge.tuning.cost import CostModel, analyze
@@ -100,25 +103,24 @@ def test_cli_prints_sweep_time_best_and_gain(capsys: pytest.CaptureFixture[str])
 
 def test_mixed_is_priced_from_the_measured_assignment() -> None:
     """pi = mixed uses the per-layer sensitivity assignment, measured once per model; it
-    prices like the same attributes written into the planned graph."""
-    from forge.frontend.loading import ordered_inputs
-    from forge.tuning.autotune import apply_assignment, mixed_assignment
+    prices like the IR npu-assign-precision writes with that assignment."""
+    from forge.runtime.precision import measure_mixed_precision
 
     tiny = load_tiny("gpt2")
     program = tiny.program
     n = len(program.input_names)
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
-    assignment, note = mixed_assignment(program.module, program.weights, inputs)
-    assert set(assignment.values()) == {"fp16", "int8"}
-    assert "linear layers fp16" in note
+    report = measure_mixed_precision(program.module, program.weights, inputs)
+    kept = report.fp16_weights
+    assert 0 < len(kept) < len({layer.weight for layer in report.layers})
     configs = [Config(precision=p) for p in ("fp16", "int8", "mixed")]
-    measured = sweep(program.module, configs, num_inputs=n, mixed=assignment)
+    measured = sweep(program.module, configs, num_inputs=n, mixed=kept)
     fp16, int8, mixed = (t.features.s_params for t in measured.trials)
     assert int8 < mixed < fp16
     module = tiny.fresh_module()
     optimize(module)
-    assert apply_assignment(module, assignment) >= len(assignment)
+    NpuAssignPrecisionPass("mixed", kept).apply(make_context(), module)
     assert analyze(module, n).at("mixed") == measured.trials[2].features
-    every = {name: "fp16" for name in assignment}
+    every = tuple(layer.weight for layer in report.layers)
     all_fp16 = sweep(program.module, configs, num_inputs=n, mixed=every)
     assert all_fp16.trials[2].features.s_params == fp16

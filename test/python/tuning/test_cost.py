@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from forge.diagnostics import ForgeError
-from forge.dialects.context import entry_function, infer_num_inputs, parse_module
+from forge.dialects.context import entry_function, infer_num_inputs, make_context, parse_module
 from forge.transforms import run_pipeline
+from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.tuning.cost import (
     FEATURES,
     MIB,
@@ -145,10 +146,22 @@ def test_an_assignment_prices_mixed_like_attributes() -> None:
     """`Structure.assigned` (autotune's measured assignment) replaces the stand-in."""
     structure = analyze(parse_module(FUSED), num_inputs=1)
     assert structure.param_bytes("mixed") == (16 * 8 + 16) * 2  # stand-in: LM head fp16
-    int8 = structure.assigned({"l.weight": "int8"})
+    int8 = structure.assigned(())  # measured: no weight kept fp16
     assert int8.param_bytes("mixed") == 16 * 8 + 16 * 2 + 16 * 2
     assert int8.param_bytes("fp16") == structure.param_bytes("fp16")
-    assert structure.assigned({}).param_bytes("mixed") == int8.param_bytes("mixed")
+    assert structure.assigned(("l.weight",)).param_bytes("mixed") == (16 * 8 + 16) * 2
+
+
+@pytest.mark.parametrize("fp16_weights", [None, (), ("l.weight",)])
+def test_pricing_mixed_matches_the_pass(fp16_weights: tuple[str, ...] | None) -> None:
+    """Pricing mixed without running npu-assign-precision (the stand-in is its fallback
+    rule, `assigned` its fp16-weights) gives the bytes of the IR the pass writes."""
+    structure = analyze(parse_module(FUSED), num_inputs=1)
+    if fp16_weights is not None:
+        structure = structure.assigned(fp16_weights)
+    module = parse_module(FUSED)
+    NpuAssignPrecisionPass("mixed", fp16_weights).apply(make_context(), module)
+    assert analyze(module, num_inputs=1).param_bytes("mixed") == structure.param_bytes("mixed")
 
 
 def test_integer_parameters_keep_their_width() -> None:

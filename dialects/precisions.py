@@ -1,0 +1,16 @@
+"""The executor's precisions, by name; re-exported by `forge.dialects.dtypes`.
+
+A module of their own, free of torch and xDSL, so that the `forge` CLI can offer them
+as `--precision` choices without importing torch at start-up."""
+
+from __future__ import annotations
+
+PRECISIONS = ("fp32", "fp16", "int8", "mixed")
+"""Whole-program precisions: fp32/fp16 weights and activations, int8 weight-only, or
+mixed (each linear's weight fp16 or int8 by measured sensitivity)."""
+
+QUANTIZED_PRECISIONS = ("int8", "mixed")
+"""Precisions under which linear weights may be stored as int8."""
+
+WEIGHT_PRECISIONS = ("fp32", "fp16", "int8")
+"""Values of a linear op's `precision` attribute."""
