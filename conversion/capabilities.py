@@ -61,11 +61,18 @@ class Capability:
                 return f"rank {len(shape)} outside [{self.min_rank}, {self.max_rank}]"
             if self.static_shapes and DYNAMIC in shape:
                 return "dynamic shape"
+            if 0 in shape:
+                return "zero-size tensor (NNFactory builds no empty tensors; torch runs it)"
+            if any(d > MAX_NNFACTORY_DIM for d in shape):
+                return f"a dimension above {MAX_NNFACTORY_DIM} (NNFactory shapes are uint32)"
             element = str(t.get_element_type())
             if index not in self.any_dtype_operands and element not in self.dtypes:
                 return f"element type {element}"
         return self.check(op) if self.check is not None else None
 
+
+MAX_NNFACTORY_DIM = (1 << 32) - 1
+"""NNFactory passes shapes to OpenVINO as uint32."""
 
 COMPUTE = Capability()
 SHAPE = Capability()

@@ -248,7 +248,13 @@ def reduce_kernel(op: npu.ReduceOp) -> Kernel:
 def shape_kernel(op: npu.ShapeOp) -> Kernel:
     fn = resolve_overload(op.opcode)
     match op:
-        case npu.ViewOp() | npu.ReshapeOp() | npu.ExpandOp():
+        case npu.ViewOp():
+            # torch.export records `view` where *its* strides allowed one (an SDPA output
+            # is laid out transposed); Forge's kernels return other layouts, so view
+            # when it can and copy when it must, as reshape does.
+            shape = static_shape(op.result.type)
+            return lambda x: aten.reshape.default(x, shape)
+        case npu.ReshapeOp() | npu.ExpandOp():
             shape = static_shape(op.result.type)
             return lambda x: fn(x, shape)
         case npu.TransposeOp():
@@ -331,8 +337,10 @@ def generic_kernel(op: npu.GenericOp) -> Kernel:
         _decode_arg(a, positional_types[i] if i < len(positional_types) else "")
         for i, a in enumerate(op.args.data)
     ]
+    # A CPU kernel makes its tensors on the CPU, whatever device the graph named
+    # (Forge decides placement, and "npu" is no torch device).
     kwargs = {
-        k: _decode_arg(v, types.get(k, ""))
+        k: torch.device("cpu") if k == "device" else _decode_arg(v, types.get(k, ""))
         for k, v in (op.kwargs.data.items() if op.kwargs is not None else ())
     }
     n_results = len(op.outputs)

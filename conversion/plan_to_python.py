@@ -60,6 +60,7 @@ from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
     arena_layout,
+    check_memory,
     device_runs,
     npu_groups,
 )
@@ -617,6 +618,7 @@ def _check_planned(function: func.FuncOp) -> None:
                 "(run -p forge-pipeline first)",
             )
     check_schedule(function)
+    check_memory(function, None)
 
 
 def _ops_summary(ops: Sequence[Operation]) -> str:
@@ -711,8 +713,14 @@ def plan_to_python(
     if not 0 <= num_inputs <= len(args):
         raise ForgeError(f"num_inputs must lie in [0, {len(args)}], got {num_inputs}")
     constants = weights == "constants"
+    writes = npu.write_backs(function)
+    written = {arg for _, arg in writes}
     placeholders = _Placeholders(
-        {a: a.name_hint or f"arg{i}" for i, a in enumerate(args) if i >= num_inputs}
+        {
+            a: a.name_hint or f"arg{i}"
+            for i, a in enumerate(args)
+            if i >= num_inputs and i not in written  # state: bound at every call
+        }
         if constants
         else {}
     )
@@ -779,7 +787,9 @@ def plan_to_python(
     terminator = function.body.block.last_op
     assert isinstance(terminator, func.ReturnOp)
     returned = names(terminator.arguments)
-    program.body.append(f"return {_tuple(returned)}")
+    for result, arg in writes:
+        program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {npu.WRITES}")
+    program.body.append(f"return {_tuple(returned[: len(returned) - len(writes)])}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))
     usage = (
         "exec() it, call build(weights) with the weights by name, then run(...) with the "

@@ -5,6 +5,7 @@ plan has the executed plan's steps and buffers."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import torch_dtype
+from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
@@ -104,3 +106,50 @@ def arena_layout(
             continue
         places[value] = ArenaPlace(number, offset, nbytes, value.type)
     return ArenaLayout(allocation.planned_bytes, places)
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel reports as available (MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def peak_bytes(
+    function: func.FuncOp, planned_bytes: int | None, resident_from: int | None = None
+) -> int:
+    """What running `function` needs at least: its arguments (those from `resident_from`
+    on, weights already in memory, excepted), its results, and the intermediates (the
+    planned arena, or every value when unplanned)."""
+    block = function.body.block
+    values = list(block.args[:resident_from])
+    terminator = block.last_op
+    if terminator is not None:
+        values += list(terminator.operands)
+    if planned_bytes is None:
+        values += [r for op in block.ops for r in op.results]
+    sizes = [byte_size(v.type) or 0 for v in values]
+    return sum(sizes) + (planned_bytes or 0)
+
+
+def check_memory(
+    function: func.FuncOp, planned_bytes: int | None, resident_from: int | None = None
+) -> None:
+    """A one-line error, before anything is built, when the function cannot fit."""
+    available = available_memory()
+    needed = peak_bytes(function, planned_bytes, resident_from)
+    if available is None or needed <= available:
+        return
+    gib = 1 << 30
+    raise ForgeError(
+        f"@{function.sym_name.data} needs at least {needed / gib:.3g} GiB (arguments, "
+        f"results and intermediates) but {available / gib:.3g} GiB are available"
+    )

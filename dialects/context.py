@@ -13,10 +13,11 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
 
 from forge import xdsl_compat
 from forge.diagnostics import ForgeError, op_error
-from forge.dialects.npu import NPU
+from forge.dialects.npu import NPU, write_backs
 
 xdsl_compat.apply()
 
@@ -33,8 +34,21 @@ def make_context() -> Context:
 def parse_module(text: str, name: str = "<string>") -> ModuleOp:
     module = Parser(make_context(), text, name).parse_module()
     module.verify()
-    verify_dominance(module)
+    verify_functions(module)
     return module
+
+
+def verify_functions(root: Operation) -> None:
+    """Function-level contracts xDSL's verifier does not know: SSA dominance, and that
+    `npu.writes` names arguments for results that exist."""
+    verify_dominance(root)
+    for function in root.walk():
+        if not isinstance(function, func.FuncOp) or not function.body.blocks:
+            continue
+        try:
+            write_backs(function)
+        except VerifyException as e:
+            raise op_error(function, str(e)) from e
 
 
 def verify_dominance(root: Operation) -> None:

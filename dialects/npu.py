@@ -68,7 +68,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from forge.dialects.dtypes import QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
+from forge.dialects.precisions import QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
 from forge.dialects.shapes import (
     DYNAMIC,
     ShapeError,
@@ -747,6 +747,42 @@ def program_precision(function: func.FuncOp) -> str | None:
     """The whole-program precision npu-assign-precision recorded on `function`, if any."""
     attr = function.attributes.get(PROGRAM_PRECISION)
     return attr.data if isinstance(attr, StringAttr) else None
+
+
+WRITES = "npu.writes"
+"""Function attribute: the arguments (by name) that the function's last results are
+written back into, in place, after every call: buffers the model mutates (BatchNorm's
+running statistics, counters, a KV cache). The other results are the model's outputs.
+
+    func.func @forward(%x: ..., %count: tensor<f32>) -> (tensor<3x4xf32>, tensor<f32>)
+        attributes {npu.writes = ["count"]}
+
+means: return result 0, then copy result 1 into the tensor bound to %count."""
+
+
+def written_arguments(function: func.FuncOp) -> tuple[str, ...]:
+    """The argument names of `WRITES`, in the order of the results they take."""
+    attr = function.attributes.get(WRITES)
+    if not isinstance(attr, ArrayAttr):
+        return ()
+    return tuple(a.data for a in attr.data if isinstance(a, StringAttr))
+
+
+def write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
+    """(result index, argument index) of every write-back, checked against the signature."""
+    names = written_arguments(function)
+    if not names:
+        return []
+    args = {a.name_hint: i for i, a in enumerate(function.body.block.args)}
+    results = len(function.function_type.outputs.data)
+    if len(names) > results:
+        raise VerifyException(f"{WRITES} names {len(names)} arguments for {results} results")
+    pairs = []
+    for k, name in enumerate(names):
+        if name not in args:
+            raise VerifyException(f"{WRITES} names '{name}', which is no argument")
+        pairs.append((results - len(names) + k, args[name]))
+    return pairs
 
 
 def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:

@@ -32,7 +32,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge import xdsl_compat
 from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
-from forge.dialects.context import verify_dominance
+from forge.dialects.context import verify_functions
 from forge.dialects.npu import NPU
 from forge.files import AtomicFile
 from forge.tools.emit_dot import module_to_dot
@@ -82,7 +82,7 @@ def first_invalid_op(module: ModuleOp) -> tuple[Operation, Exception] | None:
 def verify_module(module: ModuleOp, after: str | None = None) -> None:
     try:
         module.verify()
-        verify_dominance(module)
+        verify_functions(module)
     except ForgeError as e:
         suffix = f" (after pass '{after}')" if after else ""
         raise ForgeError(str(e.args[0]) + suffix, e.location) from e

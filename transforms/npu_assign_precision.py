@@ -28,7 +28,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from forge.dialects import npu
-from forge.dialects.dtypes import PRECISIONS
+from forge.dialects.precisions import PRECISIONS
 from forge.transforms.pattern_pass import run_on_functions
 
 

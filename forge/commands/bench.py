@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.files import atomic_write
+
 
 class BackendsOption(argparse.Action):
     """`--backends B,...`, whose help lists the registered bench backends. The registry
@@ -73,7 +75,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     print(report.format())
     if ns.json_path:
-        with open(ns.json_path, "w") as f:
+        with atomic_write(ns.json_path) as f:
             json.dump(report.to_json(), f, indent=2)
         print(f"wrote {ns.json_path}")
     failed = [r for r in report.results.values() if r.skipped.startswith("failed")]

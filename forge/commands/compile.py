@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
+
+FEW_FALLBACKS = 3
+"""More NPU-placed ops than this falling back to the CPU is a warning, not a note."""
 
 
 def add_parser(sub: Any) -> None:
@@ -48,6 +52,9 @@ def run(ns: argparse.Namespace) -> int:
         f"rho_buf {a.rho_buf:.3f}, planned {a.planned_bytes / mib:.2f} MiB "
         f"(bound {a.lower_bound_bytes / mib:.2f} MiB, ratio {a.ratio:.3f})"
     )
+    total_ops = p.npu_ops + p.cpu_ops
+    share = rep.npu_ops / total_ops if total_ops else 0.0
+    print(f"ran in NNFactory: {rep.npu_ops} of {total_ops} ops ({share * 100:.1f}%)")
     print(f"transitions: {s.transitions_before} -> {s.transitions_after}")
     if executor.arena is not None:
         print(
@@ -55,7 +62,9 @@ def run(ns: argparse.Namespace) -> int:
             f"{executor.arena_values} intermediate(s) live in their linear-scan buffers"
         )
     for note in rep.notes:
-        print(f"note: {note}")
+        fell_back = "NPU-placed op(s) run on the CPU" in note
+        loud = fell_back and rep.fallback_ops > FEW_FALLBACKS
+        print(f"{'warning' if loud else 'note'}: {note}", file=sys.stderr if loud else sys.stdout)
     print(f"compile time ({ns.precision}):\n{rep.format_times()}", flush=True)
 
     vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
@@ -66,8 +75,18 @@ def run(ns: argparse.Namespace) -> int:
     ]
     inputs = ordered_inputs(loaded.model, args, loaded.kwargs, executor.input_names)
     print(f"running on a random prompt: {ns.runs} run(s) each ...", flush=True)
+    # Forge and eager start from the same state: buffers the model mutates (counters,
+    # BatchNorm statistics) are restored between them, then compared too.
+    initial = {name: b.detach().clone() for name, b in loaded.model.named_buffers()}
     actual = executor(*inputs)  # warm-up
+    after_forge = {name: b.detach().clone() for name, b in loaded.model.named_buffers()}
+    _restore(loaded.model, initial)
     expected = eager_outputs(loaded.model, args, loaded.kwargs)
+    state = [
+        agreement(b.detach(), after_forge[name])
+        for name, b in loaded.model.named_buffers()
+        if not torch.equal(initial[name], b)
+    ]
     forge_ms = _latency(lambda: executor(*inputs), ns.runs)
     stats = executor.stats
     with torch.no_grad():
@@ -83,7 +102,20 @@ def run(ns: argparse.Namespace) -> int:
         f"{stats.bytes_moved / mib:.2f} MiB in/out of NNFactory",
         flush=True,
     )
+    if state:
+        print(
+            f"state: {len(state)} buffer(s) updated in place as eager does, "
+            f"max-abs diff {worst(state).max_abs:.3e}"
+        )
     return 0
+
+
+def _restore(model: Any, state: dict[str, Any]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(state[name])
 
 
 def _latency(run: Any, runs: int) -> tuple[float, float, float]:

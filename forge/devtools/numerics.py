@@ -32,7 +32,7 @@ class Agreement:
 def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
     """Max-abs difference, top-1 agreement and KL divergence of one output pair."""
     max_abs = float((actual.double() - expected.double()).abs().max()) if expected.numel() else 0.0
-    if expected.dim() == 0 or not expected.dtype.is_floating_point:
+    if expected.dim() == 0 or expected.numel() == 0 or not expected.dtype.is_floating_point:
         return Agreement(max_abs, 1.0)
     top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
     log_p = torch.log_softmax(expected.double(), dim=-1)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.devtools.bench import backend_names
 from forge.diagnostics import ForgeError, one_line
+from forge.files import atomic_write
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import load_model
@@ -107,7 +108,8 @@ def _short(value: float) -> str:
 
 def _save(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as f:
+        figure.savefig(f, dpi=110, format="png")
     return path
 
 

@@ -65,6 +65,16 @@ def _quiet_torch_logs() -> Iterator[None]:
             logger.setLevel(level)
 
 
+def mutates(exported: torch.export.ExportedProgram) -> bool:
+    """Whether the exported graph still holds in-place ops (torch.export's training IR
+    keeps them; only a functionalized graph names the mutations in its signature)."""
+    for node in exported.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op == "call_function" and schema is not None and schema.is_mutable:
+            return True
+    return False
+
+
 def _first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
@@ -76,10 +86,12 @@ def capture(
     dynamic_shapes: Any = None,
     example_kwargs: Mapping[str, Any] | None = None,
 ) -> Captured:
-    """`torch.export.export` in eval mode, with tied-weight resolution."""
+    """`torch.export.export` in the mode the model is in (as eager would run it), with
+    tied-weight resolution. A graph that mutates state in place (`add_` on a buffer,
+    BatchNorm's running statistics in train mode) is functionalized, so its signature
+    lists the mutations (`BUFFER_MUTATION` outputs) the executor writes back."""
     import time
 
-    model.eval()
     kwargs = dict(example_kwargs or {})
     start = time.perf_counter()
     try:
@@ -97,6 +109,16 @@ def capture(
         raise CaptureError(
             f"torch.export could not capture {type(model).__name__}: {_first_line(e)}"
         ) from e
+    if mutates(exported):
+        try:
+            with warnings.catch_warnings(), _quiet_torch_logs(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                exported = exported.run_decompositions({})
+        except Exception as e:  # torch raises many kinds; the user needs the first line
+            raise CaptureError(
+                f"torch.export could not functionalize the state updates of "
+                f"{type(model).__name__}: {_first_line(e)}"
+            ) from e
     seconds = time.perf_counter() - start
 
     tied_map = resolve_tied_weights(model)

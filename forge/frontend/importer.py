@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Node
 from xdsl.builder import Builder, InsertPoint
 from xdsl.dialects import func
@@ -168,7 +168,12 @@ class FxImporter:
             canonical = self.captured.tied_map.get(spec.target, spec.target)
             weights.setdefault(canonical, []).append(node)
 
-        used_weights = {k: v for k, v in weights.items() if any(n.users for n in v)}
+        mutated = {
+            self.captured.tied_map.get(s.target, s.target)
+            for s in signature.output_specs
+            if s.kind == OutputKind.BUFFER_MUTATION
+        }
+        used_weights = {k: v for k, v in weights.items() if k in mutated or any(n.users for n in v)}
         names = {k: valid_name(k) for k in used_weights}
         arg_nodes = inputs + [nodes[0] for nodes in used_weights.values()]
         block = Block(arg_types=[self.result_type(n) for n in arg_nodes])
@@ -191,7 +196,7 @@ class FxImporter:
             if node.op == "call_function":
                 self.convert(node)
             elif node.op == "output":
-                results = [self.value(n) for n in node.args[0] if is_tensor_node(n)]
+                results, written = self.outputs(node, inputs, names)
         self.insert(func.ReturnOp(*results))
 
         function = func.FuncOp(
@@ -199,6 +204,8 @@ class FxImporter:
             ([a.type for a in block.args], [r.type for r in results]),
             Region(block),
         )
+        if written:
+            function.attributes[npu.WRITES] = ArrayAttr([StringAttr(n) for n in written])
         for name, count in sorted(self.fallbacks.items()):
             self.notes.append(f"{name}: no named npu op, kept as npu.generic on the CPU (x{count})")
         return ImportedProgram(
@@ -209,6 +216,25 @@ class FxImporter:
             {names[name]: self.captured.tensors[name] for name in used_weights},
             self.notes,
         )
+
+    def outputs(
+        self, node: Node, inputs: Sequence[Node], names: dict[str, str]
+    ) -> tuple[list[SSAValue], list[str]]:
+        """The function's results: the model's outputs, then the new value of every
+        buffer or input the graph mutates; and the argument each of those is written to."""
+        specs = self.captured.exported.graph_signature.output_specs
+        outputs, mutations, written = [], [], []
+        for spec, value in zip(specs, node.args[0], strict=True):
+            if spec.kind == OutputKind.BUFFER_MUTATION:
+                canonical = self.captured.tied_map.get(spec.target, spec.target)
+                mutations.append(self.value(value))
+                written.append(names.get(canonical, valid_name(canonical)))
+            elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                mutations.append(self.value(value))
+                written.append(next(n.name for n in inputs if n.name == spec.target))
+            elif is_tensor_node(value):
+                outputs.append(self.value(value))
+        return outputs + mutations, written
 
     def convert(self, node: Node) -> None:
         if node.target is operator.getitem:

@@ -34,6 +34,7 @@ from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
     arena_layout,
+    check_memory,
     device_runs,
     npu_groups,
 )
@@ -121,6 +122,7 @@ class CompiledNPUExecutor:
             )
         start = time.perf_counter()
         check_schedule(function)
+        check_memory(function, allocation.planned_bytes if allocation else None, num_inputs)
         args = function.body.block.args
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
         missing = [n for n in names[num_inputs:] if n not in weights]
@@ -142,8 +144,15 @@ class CompiledNPUExecutor:
             self._template[i] = weights[names[i]]
         self._steps: list[Step] = []
         self.weights_as = weights_as
+        self._writes = npu.write_backs(function)
+        """(result index, argument slot): results copied into state after every call."""
+        written = {arg for _, arg in self._writes}
         self._constants: dict[SSAValue, torch.Tensor] = (
-            {args[i]: self._template[i] for i in range(num_inputs, len(args))}
+            {
+                args[i]: self._template[i]
+                for i in range(num_inputs, len(args))
+                if i not in written  # state changes between calls: bound, never baked
+            }
             if weights_as == "constants"
             else {}
         )
@@ -156,7 +165,10 @@ class CompiledNPUExecutor:
         self.arena, self.arena_values = self._bind_buffers(function, allocation)
         terminator = function.body.block.last_op
         assert isinstance(terminator, func.ReturnOp)
-        self._results = tuple(self._slot(v) for v in terminator.arguments)
+        slots = tuple(self._slot(v) for v in terminator.arguments)
+        user_results = len(slots) - len(self._writes)
+        self._results = slots[:user_results]
+        self._write_slots = tuple((slots[r], a) for r, a in self._writes)
         self.npu_ops = sum(len(s.ops) for s in self.segments)
         self.compile_seconds = sum(s.compile_seconds for s in self.segments)
         """NNFactory build+compile time of the graphs this executor compiled (cache hits
@@ -273,6 +285,8 @@ class CompiledNPUExecutor:
                 targets = step.targets or (None,) * len(outs)
                 for slot, value, target in zip(outs, result, targets, strict=True):
                     env[slot] = _store(value, target)
+            for result, state in self._write_slots:  # in place, as eager mutates state
+                env[state].copy_(env[result])
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)

@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import Kernel, cpu_kernel
-from forge.diagnostics import ForgeError
+from forge.diagnostics import ForgeError, op_error
+from forge.dialects import npu
 from forge.dialects.context import entry_function
 
 Step = tuple[Kernel, tuple[int, ...], tuple[int, ...]]
@@ -49,6 +50,7 @@ class ReferenceExecutor:
             self._template[i] = weights[names[i]]
 
         steps: list[Step] = []
+        self._ops: list[Operation] = []
         results: tuple[int, ...] = ()
         for op in function.body.block.ops:
             if isinstance(op, func.ReturnOp):
@@ -60,8 +62,12 @@ class ReferenceExecutor:
                 self._template.append(None)
                 outputs.append(slots[r])
             steps.append((cpu_kernel(op), tuple(slots[v] for v in op.operands), tuple(outputs)))
+            self._ops.append(op)
+        writes = npu.write_backs(function)
         self._steps = steps
-        self._results = results
+        self._results = results[: len(results) - len(writes)]
+        self._writes = tuple((results[r], a) for r, a in writes)
+        """(result slot, argument slot): state the function updates in place."""
         self._slots = slots
 
     def trace(self, *inputs: torch.Tensor) -> dict[SSAValue, Any]:
@@ -71,6 +77,9 @@ class ReferenceExecutor:
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         env = self._run(inputs)
+        with torch.no_grad():
+            for result, state in self._writes:
+                env[state].copy_(env[result])
         return tuple(env[i] for i in self._results)
 
     def _run(self, inputs: Sequence[torch.Tensor]) -> list[Any]:
@@ -79,8 +88,12 @@ class ReferenceExecutor:
         env = self._template.copy()
         env[: self.num_inputs] = inputs
         with torch.no_grad():
-            for kernel, ins, outs in self._steps:
-                result = kernel(*[env[i] for i in ins])
+            for index, (kernel, ins, outs) in enumerate(self._steps):
+                try:
+                    result = kernel(*[env[i] for i in ins])
+                except (RuntimeError, ValueError, TypeError, IndexError) as e:
+                    # torch rejected the op's operands: say which op, where
+                    raise op_error(self._ops[index], f"failed to run: {e}") from e
                 if len(outs) == 1:
                     env[outs[0]] = result
                 elif outs:

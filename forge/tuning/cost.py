@@ -35,6 +35,7 @@ from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import PRECISIONS
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
+from forge.files import atomic_write
 from forge.transforms.npu_assign_precision import fallback_keeps_fp16
 
 MIB = 1 << 20
@@ -353,7 +354,8 @@ class CostModel:
         target = Path(path) if path is not None else default_path()
         target.parent.mkdir(parents=True, exist_ok=True)
         data = {k: v for k, v in asdict(self).items() if k != "path"}
-        target.write_text(json.dumps(data, indent=2) + "\n")
+        with atomic_write(target) as f:
+            f.write(json.dumps(data, indent=2) + "\n")
         return target
 
     @classmethod

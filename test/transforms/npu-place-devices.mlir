@@ -134,3 +134,18 @@ func.func @not_heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %s: tensor<1x8xf
   %5 = npu.linear %s, %v : (tensor<1x8xf32>, tensor<2x8xf32>) -> tensor<1x2xf32>
   func.return %0, %1, %3, %4, %5 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<1x2xf32>
 }
+
+// -----
+
+// Negative: zero-size tensors and dimensions beyond NNFactory's uint32 shapes stay on
+// the CPU (torch runs them; NNFactory builds no empty tensors).
+// CHECK-LABEL: func.func @zero_size
+// CHECK:         npu.linear {{.*}}device = "cpu"
+// CHECK:         npu.relu {{.*}}device = "cpu"
+// CHECK:         npu.relu {{.*}}device = "cpu"
+func.func @zero_size(%a: tensor<0x8xf32>, %w: tensor<8x8xf32>, %big: tensor<4294967296xf32>) -> (tensor<0x8xf32>, tensor<4294967296xf32>) {
+  %0 = npu.linear %a, %w : (tensor<0x8xf32>, tensor<8x8xf32>) -> tensor<0x8xf32>
+  %1 = npu.relu %0 : tensor<0x8xf32>
+  %2 = npu.relu %big : tensor<4294967296xf32>
+  func.return %1, %2 : tensor<0x8xf32>, tensor<4294967296xf32>
+}

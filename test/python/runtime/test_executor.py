@@ -211,3 +211,15 @@ def test_packed_linear_matches_aten() -> None:
     assert torch.allclose(transposed(x, b), gelu, atol=1e-5)
     # Another row count than the plan's takes aten.linear.
     assert torch.allclose(linear(x[:1], b), expected[:1], atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (1, 0, 8)])
+def test_zero_size_inputs_run_on_the_cpu(shape: tuple[int, ...]) -> None:
+    """NNFactory builds no empty tensors (OpenVINO aborts on them): such ops are placed
+    on the CPU, where torch runs them, and the result matches eager."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    x = torch.randn(*shape)
+    executor, report = compile_model(model, (x,))
+    assert report.plan.placement.npu_ops == 0 and executor.npu_ops == 0
+    (out,) = executor(x)
+    assert out.shape == model(x).shape == (*shape[:-1], 8)
