@@ -5,6 +5,8 @@
 // RUN: not forge-opt %S/Inputs/deep-nesting.mlir 2>&1 | filecheck %s --check-prefix=DEEP
 // DEEP: deep-nesting.mlir:1:{{[0-9]+}}: error: nesting too deep to parse
 // DEEP-NOT: internal error
+// RUN: not forge-opt %S/Inputs/deep-attribute.mlir 2>&1 | filecheck %s --check-prefix=DEEPATTR
+// DEEPATTR: deep-attribute.mlir:1:{{[0-9]+}}: error: nesting too deep to parse
 
 // A file that is no text, whatever its extension; any extension reads as MLIR.
 // RUN: not forge-opt %S/Inputs/not-text.bin 2>&1 | filecheck %s --check-prefix=BIN
