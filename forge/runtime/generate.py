@@ -1,0 +1,220 @@
+"""Greedy generation with a static KV cache: a compiled prefill and a compiled decode.
+
+`compile_lm` wraps a causal LM in one `StaticCacheLM` (forge.frontend.static_cache) and
+compiles two programs from that same instance through the full pipeline
+(`compile_model`): prefill (the prompt right-padded to `prompt_capacity` tokens) and
+decode (one token). Both executors bind the wrapper's tensors, so there is one copy of
+the weights and one cache: the cache update each program makes (`npu.writes`) is copied
+back into the shared buffers after every call, where the other program reads it.
+
+`CompiledLM.generate` runs the host loop: reset the cache, prefill, take the argmax at
+the prompt's last position, then decode one token at a time at positions L, L+1, ...
+until `max_new_tokens`, EOS, or the cache capacity.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from xdsl.dialects import func
+from xdsl.ir import Operation
+
+from forge.diagnostics import ForgeError
+from forge.frontend.static_cache import StaticCacheLM, capture_programs
+from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
+
+
+@dataclass
+class Program:
+    """One compiled program (prefill or decode) and how to feed it."""
+
+    executor: CompiledNPUExecutor
+    report: CompileReport
+    input_names: list[str]
+
+    def __call__(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        given = {"input_ids": input_ids, "cache_position": cache_position}
+        return self.executor(*(given[name] for name in self.input_names))[0]
+
+    @property
+    def function(self) -> func.FuncOp | None:
+        """The planned function the executor runs (reached through its segments)."""
+        for segment in self.executor.segments:
+            for op in segment.ops:
+                parent: Operation | None = op
+                while parent is not None and not isinstance(parent, func.FuncOp):
+                    parent = parent.parent_op()
+                if parent is not None:
+                    return parent
+        return None
+
+    def count_ops(self, name: str) -> int:
+        """Ops called `name` in the planned function (on any device)."""
+        function = self.function
+        if function is None:
+            return 0
+        return sum(1 for op in function.walk() if op.name == name)
+
+
+@dataclass
+class GenerationStats:
+    """Figures of the last `generate` call."""
+
+    prompt_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: list[float] = field(default_factory=list)
+    """Per decode step (one token each)."""
+    decode_bytes_moved: list[int] = field(default_factory=list)
+    """Per decode step: bytes in and out of NNFactory segments (executor stats)."""
+    prefill_bytes_moved: int = 0
+    stop_reason: str = ""
+    """"max_new_tokens", "eos" or "capacity"."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        total = sum(self.decode_seconds)
+        return len(self.decode_seconds) / total if total else 0.0
+
+
+class CompiledLM:
+    """A causal LM compiled as a prefill and a decode program sharing one static cache."""
+
+    def __init__(
+        self,
+        wrapper: StaticCacheLM,
+        prefill: Program,
+        decode: Program,
+        capacity: int,
+        prompt_capacity: int,
+        precision: str,
+    ):
+        self.wrapper = wrapper
+        self.prefill = prefill
+        self.decode = decode
+        self.capacity = capacity
+        self.prompt_capacity = prompt_capacity
+        self.precision = precision
+        self.num_layers = wrapper.num_layers
+        self.stats = GenerationStats()
+        self.notes: list[str] = []
+        """Notes of the last `generate` call (why it stopped early, ...)."""
+        self.step_logits: list[torch.Tensor] = []
+        """With `keep_logits`: the logits each token was chosen from ([vocab] each)."""
+
+    def reset(self) -> None:
+        """Empty the cache (zero its buffers in place, where both programs read them)."""
+        self.wrapper.reset_cache()
+
+    def generate(
+        self,
+        input_ids: torch.Tensor | Sequence[int],
+        max_new_tokens: int,
+        eos_token_id: int | None = None,
+        keep_logits: bool = False,
+    ) -> list[int]:
+        """Greedy decoding: the new tokens (an EOS token, when produced, included).
+
+        The prompt must fit the prefill program: chunked prefill is not implemented
+        yet. Generation stops at `max_new_tokens`, after `eos_token_id`, or when the
+        cache is full (a note says so)."""
+        prompt = _prompt_ids(input_ids)
+        length = len(prompt)
+        if length > self.prompt_capacity:
+            raise ForgeError(
+                f"prompt of {length} tokens exceeds the prompt capacity "
+                f"{self.prompt_capacity}: chunked prefill is not implemented yet"
+            )
+        if max_new_tokens < 0:
+            raise ForgeError(f"max_new_tokens must be at least 0, got {max_new_tokens}")
+        self.stats = GenerationStats(prompt_tokens=length)
+        self.notes = []
+        self.step_logits = []
+        if max_new_tokens == 0:
+            self.stats.stop_reason = "max_new_tokens"
+            return []
+
+        self.reset()
+        padded = torch.zeros(1, self.prompt_capacity, dtype=torch.long)
+        padded[0, :length] = torch.tensor(prompt, dtype=torch.long)
+        start = time.perf_counter()
+        logits = self.prefill(padded, torch.arange(self.prompt_capacity))
+        self.stats.prefill_seconds = time.perf_counter() - start
+        self.stats.prefill_bytes_moved = self.prefill.executor.stats.bytes_moved
+        tokens = [self._choose(logits[0, length - 1], keep_logits)]
+
+        while True:
+            if len(tokens) >= max_new_tokens:
+                self.stats.stop_reason = "max_new_tokens"
+                break
+            if eos_token_id is not None and tokens[-1] == eos_token_id:
+                self.stats.stop_reason = "eos"
+                break
+            position = length + len(tokens) - 1
+            if position >= self.capacity:
+                self.stats.stop_reason = "capacity"
+                self.notes.append(
+                    f"stopped after {len(tokens)} of {max_new_tokens} new tokens: the cache "
+                    f"holds {self.capacity} positions"
+                )
+                break
+            start = time.perf_counter()
+            logits = self.decode(torch.tensor([[tokens[-1]]]), torch.tensor([position]))
+            self.stats.decode_seconds.append(time.perf_counter() - start)
+            self.stats.decode_bytes_moved.append(self.decode.executor.stats.bytes_moved)
+            tokens.append(self._choose(logits[0, -1], keep_logits))
+        return tokens
+
+    def _choose(self, logits: torch.Tensor, keep: bool) -> int:
+        if keep:
+            self.step_logits.append(logits.detach().clone())
+        return int(logits.argmax(-1).item())
+
+
+def _prompt_ids(input_ids: torch.Tensor | Sequence[int]) -> list[int]:
+    if isinstance(input_ids, torch.Tensor):
+        if input_ids.dim() == 2:
+            if input_ids.shape[0] != 1:
+                raise ForgeError(
+                    f"generation runs one sequence at a time, got a batch of {input_ids.shape[0]}"
+                )
+            input_ids = input_ids[0]
+        if input_ids.dim() != 1:
+            raise ForgeError(f"input_ids must be [1, L] or [L], got shape {list(input_ids.shape)}")
+        prompt = [int(t) for t in input_ids.tolist()]
+    else:
+        prompt = [int(t) for t in input_ids]
+    if not prompt:
+        raise ForgeError("the prompt is empty")
+    return prompt
+
+
+def _program(wrapper: StaticCacheLM, kwargs: dict, precision: str, granularity: str) -> Program:
+    executor, report = compile_model(
+        wrapper, (), kwargs, precision=precision, granularity=granularity
+    )
+    names = list(report.input_names)
+    unexpected = [n for n in names if n not in ("input_ids", "cache_position")]
+    if unexpected:
+        raise ForgeError(
+            f"the static-cache program has unexpected input(s): {', '.join(unexpected)}"
+        )
+    return Program(executor, report, names)
+
+
+def compile_lm(
+    model: torch.nn.Module,
+    capacity: int = 128,
+    prompt_capacity: int = 32,
+    precision: str = "fp32",
+    granularity: str = "segment",
+) -> CompiledLM:
+    """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
+    around one static cache of `capacity` positions."""
+    programs = capture_programs(model, capacity, prompt_capacity)
+    wrapper = programs.wrapper
+    prefill = _program(wrapper, programs.prefill_kwargs, precision, granularity)
+    decode = _program(wrapper, programs.decode_kwargs, precision, granularity)
+    return CompiledLM(wrapper, prefill, decode, capacity, prompt_capacity, precision)
