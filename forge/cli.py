@@ -6,6 +6,7 @@
   forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
   forge plan [MODEL...] [--tiny]                    Phases 3-4: placement, buffers, transitions
   forge compile [MODEL] [--precision P] [--runs K]  compile to NNFactory, run, time vs eager
+  forge generate MODEL [--tiny] [--check]           static-cache prefill + decode, streamed tokens
   forge bench [MODEL] [--backends B,...]            vs eager, inductor, OpenVINO, ONNX Runtime
   forge ablate MODEL...                             the pipeline with each pass removed
   forge autotune MODEL...                           cost-model search over alpha/layout/precision
@@ -37,6 +38,7 @@ from forge.commands import (
     doctor,
     fuzz_ir,
     fuzz_models,
+    generate,
     import_,
     models,
     optimize,
@@ -55,6 +57,7 @@ COMMANDS: dict[str, ModuleType] = {
     "optimize": optimize,
     "plan": plan,
     "compile": compile,
+    "generate": generate,
     "bench": bench,
     "ablate": ablate,
     "autotune": autotune,

@@ -1,4 +1,4 @@
-"""Greedy generation with a static KV cache: a compiled prefill and a compiled decode.
+"""Generation with a static KV cache: a compiled prefill and a compiled decode.
 
 `compile_lm` wraps a causal LM in one `StaticCacheLM` (forge.frontend.static_cache) and
 compiles two programs from that same instance through the full pipeline
@@ -7,15 +7,24 @@ decode (one token). Both executors bind the wrapper's tensors, so there is one c
 the weights and one cache: the cache update each program makes (`npu.writes`) is copied
 back into the shared buffers after every call, where the other program reads it.
 
-`CompiledLM.generate` runs the host loop: reset the cache, prefill, take the argmax at
-the prompt's last position, then decode one token at a time at positions L, L+1, ...
-until `max_new_tokens`, EOS, or the cache capacity.
+`CompiledLM.generate` runs the host loop: reset the cache, prefill, choose the next
+token at the prompt's last position, then decode one token at a time at positions L,
+L+1, ... until `max_new_tokens`, EOS, or the cache capacity. A prompt longer than
+`prompt_capacity` (P) is prefilled in chunks continuing the same cache: chunk k covers
+positions [kP, (k+1)P), the last one right-padded (and, if it would run past the cache,
+moved back to end at the cache's last position: its overlap with the previous chunk
+recomputes the same keys and values). Padded positions are overwritten by the decode
+steps before any real token attends to them (the causal mask hides kv > pos).
+
+Tokens are chosen greedily (argmax) by default; with a temperature they are sampled from
+softmax(logits / temperature), restricted to the `top_k` largest logits, with a
+`torch.Generator` seeded by `seed`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -65,6 +74,8 @@ class GenerationStats:
 
     prompt_tokens: int = 0
     prefill_seconds: float = 0.0
+    """All prefill chunks, choosing the first token included (time to first token)."""
+    prefill_chunks: int = 0
     decode_seconds: list[float] = field(default_factory=list)
     """Per decode step (one token each)."""
     decode_bytes_moved: list[int] = field(default_factory=list)
@@ -114,21 +125,25 @@ class CompiledLM:
         max_new_tokens: int,
         eos_token_id: int | None = None,
         keep_logits: bool = False,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+        on_token: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Greedy decoding: the new tokens (an EOS token, when produced, included).
+        """The new tokens (an EOS token, when produced, included).
 
-        The prompt must fit the prefill program: chunked prefill is not implemented
-        yet. Generation stops at `max_new_tokens`, after `eos_token_id`, or when the
-        cache is full (a note says so)."""
+        Greedy by default; with `temperature`, sampled from softmax(logits /
+        temperature) over the `top_k` largest logits (all without `top_k`) with a
+        generator seeded by `seed` (the same seed gives the same tokens). A prompt longer
+        than the prefill program is prefilled in chunks. Generation stops at
+        `max_new_tokens`, after `eos_token_id`, or when the cache is full (a note says
+        so). `on_token` is called with each token as soon as it is chosen."""
         prompt = _prompt_ids(input_ids)
         length = len(prompt)
-        if length > self.prompt_capacity:
-            raise ForgeError(
-                f"prompt of {length} tokens exceeds the prompt capacity "
-                f"{self.prompt_capacity}: chunked prefill is not implemented yet"
-            )
+        check_prompt_length(length, self.capacity)
         if max_new_tokens < 0:
             raise ForgeError(f"max_new_tokens must be at least 0, got {max_new_tokens}")
+        generator = sampler(temperature, top_k, seed)
         self.stats = GenerationStats(prompt_tokens=length)
         self.notes = []
         self.step_logits = []
@@ -136,14 +151,32 @@ class CompiledLM:
             self.stats.stop_reason = "max_new_tokens"
             return []
 
+        def choose(logits: torch.Tensor) -> int:
+            if keep_logits:
+                self.step_logits.append(logits.detach().clone())
+            token = _choose(logits, temperature, top_k, generator)
+            if on_token is not None:
+                on_token(token)
+            return token
+
         self.reset()
-        padded = torch.zeros(1, self.prompt_capacity, dtype=torch.long)
-        padded[0, :length] = torch.tensor(prompt, dtype=torch.long)
         start = time.perf_counter()
-        logits = self.prefill(padded, torch.arange(self.prompt_capacity))
+        bytes_moved = 0
+        chunk_size = self.prompt_capacity
+        chunks = -(-length // chunk_size)
+        for k in range(chunks):
+            # The last chunk ends at the cache's end at the latest (re-running positions
+            # the previous chunk wrote, with the same tokens: same keys and values).
+            begin = min(k * chunk_size, self.capacity - chunk_size)
+            real = prompt[begin : min(begin + chunk_size, length)]
+            ids = torch.zeros(1, chunk_size, dtype=torch.long)
+            ids[0, : len(real)] = torch.tensor(real, dtype=torch.long)
+            logits = self.prefill(ids, torch.arange(begin, begin + chunk_size))
+            bytes_moved += self.prefill.executor.stats.bytes_moved
+        tokens = [choose(logits[0, length - 1 - begin])]
         self.stats.prefill_seconds = time.perf_counter() - start
-        self.stats.prefill_bytes_moved = self.prefill.executor.stats.bytes_moved
-        tokens = [self._choose(logits[0, length - 1], keep_logits)]
+        self.stats.prefill_chunks = chunks
+        self.stats.prefill_bytes_moved = bytes_moved
 
         while True:
             if len(tokens) >= max_new_tokens:
@@ -164,13 +197,57 @@ class CompiledLM:
             logits = self.decode(torch.tensor([[tokens[-1]]]), torch.tensor([position]))
             self.stats.decode_seconds.append(time.perf_counter() - start)
             self.stats.decode_bytes_moved.append(self.decode.executor.stats.bytes_moved)
-            tokens.append(self._choose(logits[0, -1], keep_logits))
+            tokens.append(choose(logits[0, -1]))
         return tokens
 
-    def _choose(self, logits: torch.Tensor, keep: bool) -> int:
-        if keep:
-            self.step_logits.append(logits.detach().clone())
+
+def check_prompt_length(length: int, capacity: int) -> None:
+    """A prompt must be non-empty and leave the cache room for one generated token."""
+    if length < 1:
+        raise ForgeError("the prompt is empty")
+    if length > capacity - 1:
+        raise ForgeError(
+            f"prompt of {length} tokens does not fit the cache of {capacity} positions "
+            f"(at most {capacity - 1})"
+        )
+
+
+def sampler(
+    temperature: float | None, top_k: int | None, seed: int | None
+) -> torch.Generator | None:
+    """The generator sampling draws from, or None for greedy decoding."""
+    if temperature is None:
+        if top_k is not None:
+            raise ForgeError("top_k needs a temperature (greedy decoding ignores it)")
+        return None
+    if not temperature > 0:
+        raise ForgeError(f"temperature must be positive, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ForgeError(f"top_k must be at least 1, got {top_k}")
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+def _choose(
+    logits: torch.Tensor,
+    temperature: float | None,
+    top_k: int | None,
+    generator: torch.Generator | None,
+) -> int:
+    if generator is None or temperature is None:
         return int(logits.argmax(-1).item())
+    scores = logits.detach().float() / temperature
+    if top_k is not None and top_k < scores.numel():
+        values, indices = torch.topk(scores, top_k)
+    else:
+        values, indices = scores, torch.arange(scores.numel())
+    probabilities = torch.softmax(values, dim=-1)
+    pick = torch.multinomial(probabilities, 1, generator=generator)
+    return int(indices[pick].item())
 
 
 def _prompt_ids(input_ids: torch.Tensor | Sequence[int]) -> list[int]:

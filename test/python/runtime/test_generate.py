@@ -1,7 +1,8 @@
 """Greedy generation with a compiled prefill and decode sharing one static KV cache:
 the tokens match `model.generate` (eager, dynamic cache), the per-step logits match the
 eager static-cache wrapper, and attention is fused (one `npu.sdpa` per layer) in both
-programs."""
+programs. A prompt longer than the prefill is prefilled in chunks with the same tokens;
+sampling is deterministic for a seed."""
 
 from __future__ import annotations
 
@@ -129,12 +130,65 @@ def test_stops_at_eos_and_capacity(compiled: tuple[torch.nn.Module, CompiledLM])
     assert "cache holds 32 positions" in lm.notes[0]
 
 
-def test_prompt_longer_than_prefill_is_an_error(
+def test_chunked_prefill_matches_one_prefill_and_generate(
+    compiled: tuple[torch.nn.Module, CompiledLM],
+) -> None:
+    """An 11-token prompt through prefill chunks of 4 (the last right-padded) gives the
+    tokens of one 16-token prefill and of `model.generate`."""
+    model, _ = compiled
+    prompt = _prompt(11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chunked = compile_lm(model, capacity=CAPACITY, prompt_capacity=4)
+        whole = compile_lm(model, capacity=CAPACITY, prompt_capacity=16)
+    tokens = chunked.generate(prompt, NEW_TOKENS)
+    assert chunked.stats.prefill_chunks == 3
+    assert tokens == whole.generate(prompt, NEW_TOKENS)
+    assert whole.stats.prefill_chunks == 1
+    assert tokens == _eager_tokens(model, prompt, NEW_TOKENS)
+    assert len(set(tokens)) > 1, f"degenerate greedy tokens {tokens}"
+
+
+def test_chunked_prefill_last_chunk_moved_back(
+    compiled: tuple[torch.nn.Module, CompiledLM],
+) -> None:
+    """A last chunk that would run past the cache ends at its last position instead:
+    chunks of 7 at 0, 7, 14, 21 and 25 (not 28: positions 32-34 do not exist)."""
+    model, _ = compiled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = compile_lm(model, capacity=CAPACITY, prompt_capacity=7)
+    prompt = _prompt(CAPACITY - 3)
+    tokens = lm.generate(prompt, 3)
+    assert lm.stats.prefill_chunks == 5
+    assert tokens == _eager_tokens(model, prompt, 3)
+    assert lm.stats.stop_reason == "max_new_tokens"
+
+
+def test_prompt_errors(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
+    _, lm = compiled
+    with pytest.raises(ForgeError, match="does not fit the cache of 32 positions"):
+        lm.generate(_prompt(CAPACITY), 2)
+    with pytest.raises(ForgeError, match="the prompt is empty"):
+        lm.generate([], 2)
+
+
+def test_sampling_is_deterministic_for_a_seed(
     compiled: tuple[torch.nn.Module, CompiledLM],
 ) -> None:
     _, lm = compiled
-    with pytest.raises(ForgeError, match="chunked prefill is not implemented yet"):
-        lm.generate(_prompt(PROMPT_CAPACITY + 1), 2)
+    prompt = _prompt()
+    greedy = lm.generate(prompt, NEW_TOKENS)
+    sampled = lm.generate(prompt, NEW_TOKENS, temperature=1.5, top_k=20, seed=3)
+    assert lm.generate(prompt, NEW_TOKENS, temperature=1.5, top_k=20, seed=3) == sampled
+    others = [lm.generate(prompt, NEW_TOKENS, temperature=1.5, seed=s) for s in range(4, 8)]
+    assert any(other != sampled for other in others)
+    assert lm.generate(prompt, NEW_TOKENS, temperature=1e-6, seed=0) == greedy
+    assert lm.generate(prompt, NEW_TOKENS, temperature=1.0, top_k=1, seed=9) == greedy
+    with pytest.raises(ForgeError, match="temperature must be positive"):
+        lm.generate(prompt, 2, temperature=0.0)
+    with pytest.raises(ForgeError, match="top_k needs a temperature"):
+        lm.generate(prompt, 2, top_k=5)
 
 
 def test_capture_programs_errors() -> None:

@@ -1,0 +1,157 @@
+"""`forge generate`: compile a causal LM's prefill and decode, generate and time it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from forge.diagnostics import ForgeError
+from forge.dialects.precisions import PRECISIONS
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "generate", help="compile prefill + decode with a static KV cache, generate, time it"
+    )
+    parser.add_argument("model", help="built-in name or path/to/file.py:factory (a causal LM)")
+    parser.add_argument("--tiny", action="store_true", help="the tiny variant of a built-in")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt-ids", help="comma-separated prompt token ids, e.g. 1,2,3")
+    prompt.add_argument(
+        "--prompt-len", type=int, help="random prompt of N ids, seeded by --seed (default 8)"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--capacity", type=int, default=128, help="cache positions")
+    parser.add_argument(
+        "--prompt-capacity", type=int, default=32, help="tokens per prefill (chunk)"
+    )
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
+    parser.add_argument("--temperature", type=float, help="sample at this temperature")
+    parser.add_argument("--top-k", type=int, help="sample among the K largest logits")
+    parser.add_argument("--seed", type=int, default=0, help="random prompt and sampling seed")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with eager model.generate(do_sample=False); exit 1 if greedy differs",
+    )
+
+
+def _prompt_ids(ns: argparse.Namespace, vocab: int) -> list[int]:
+    import torch
+
+    if ns.prompt_ids is not None:
+        try:
+            return [int(t) for t in ns.prompt_ids.split(",") if t.strip()]
+        except ValueError as e:
+            raise ForgeError(f"--prompt-ids must be comma-separated integers: {e}") from e
+    length = 8 if ns.prompt_len is None else ns.prompt_len
+    if length < 0:
+        raise ForgeError(f"--prompt-len must be at least 0, got {length}")
+    generator = torch.Generator().manual_seed(ns.seed)
+    return torch.randint(0, vocab, (length,), generator=generator).tolist()
+
+
+def run(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    import resource
+    import warnings
+
+    import torch
+
+    from forge.devtools.bench import summarize
+    from forge.frontend.loading import load_model
+    from forge.frontend.static_cache import check_causal_lm
+    from forge.runtime.generate import check_prompt_length, compile_lm, sampler
+
+    if ns.greedy and ns.temperature is not None:
+        raise ForgeError("--greedy and --temperature exclude each other")
+    if ns.max_new_tokens < 1:
+        raise ForgeError(f"--max-new-tokens must be at least 1, got {ns.max_new_tokens}")
+    sampler(ns.temperature, ns.top_k, ns.seed)  # checks the sampling options
+    greedy = ns.temperature is None
+
+    print(f"loading {ns.model}{' (tiny)' if ns.tiny else ''} ...", flush=True)
+    model = load_model(ns.model, ns.tiny, 1).model
+    check_causal_lm(model)
+    if any(p.is_meta for p in model.parameters()):
+        raise ForgeError(f"{ns.model}: built on the meta device (too large here); no generation")
+    vocab = int(model.config.vocab_size)
+    prompt = _prompt_ids(ns, vocab)
+    check_prompt_length(len(prompt), ns.capacity)
+    bad = [t for t in prompt if not 0 <= t < vocab]
+    if bad:
+        raise ForgeError(f"prompt id {bad[0]} is outside the vocabulary of {vocab}")
+
+    print(
+        f"compiling prefill ({ns.prompt_capacity} tokens) and decode (1 token), cache of "
+        f"{ns.capacity} positions, {ns.precision} ...",
+        flush=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = compile_lm(
+            model, capacity=ns.capacity, prompt_capacity=ns.prompt_capacity, precision=ns.precision
+        )
+    for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
+        rep = program.report
+        print(
+            f"compile {name}: {rep.total_seconds:.2f} s ({rep.segments} NNFactory segment(s), "
+            f"{rep.fallback_ops} fallback op(s))"
+        )
+    mode = "greedy" if greedy else f"temperature {ns.temperature}, top-k {ns.top_k}, seed {ns.seed}"
+    print(f"prompt: {len(prompt)} tokens; {mode}")
+    print("tokens:", end="", flush=True)
+
+    def show(token: int) -> None:
+        print(f" {token}", end="", flush=True)
+
+    eos = model.generation_config.eos_token_id
+    eos = eos if isinstance(eos, int) else None
+    tokens = lm.generate(
+        prompt,
+        ns.max_new_tokens,
+        eos_token_id=eos,
+        temperature=ns.temperature,
+        top_k=ns.top_k,
+        seed=ns.seed,
+        on_token=show,
+    )
+    print(flush=True)
+    stats = lm.stats
+    print(f"stopped: {stats.stop_reason}; prefill chunk(s): {stats.prefill_chunks}")
+    for note in lm.notes:
+        print(f"note: {note}")
+    print(f"time to first token: {stats.prefill_seconds * 1e3:.2f} ms")
+    if stats.decode_seconds:
+        figures = summarize([s * 1e3 for s in stats.decode_seconds])
+        per_step = sum(stats.decode_bytes_moved) / len(stats.decode_bytes_moved)
+        print(
+            f"decode latency per token: mean {figures['mean']:.2f} ms, "
+            f"P50 {figures['p50']:.2f} ms, P99 {figures['p99']:.2f} ms "
+            f"({len(stats.decode_seconds)} steps)"
+        )
+        print(f"decode: {stats.tokens_per_second:.1f} tokens/s")
+        print(f"bytes in/out of NNFactory per decode step: {per_step / 1024:.1f} KiB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS: {peak:.1f} MiB", flush=True)
+
+    if not ns.check:
+        return 0
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=len(tokens),
+            pad_token_id=0,
+            eos_token_id=eos,
+        )
+    eager = out[0, len(prompt) :].tolist()
+    agree = sum(1 for a, b in zip(tokens, eager, strict=False) if a == b)
+    total = max(len(tokens), len(eager))
+    print(f"check: {agree} of {total} tokens agree with eager model.generate (greedy)")
+    if greedy and tokens != eager:
+        raise ForgeError(f"greedy tokens differ from eager model.generate {eager}")
+    return 0

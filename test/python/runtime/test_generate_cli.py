@@ -1,0 +1,62 @@
+"""`forge generate`: streamed tokens, timing figures, `--check` against eager
+`model.generate`, sampling, and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge.cli import main
+
+SMALL = ["--tiny", "--capacity", "32", "--prompt-capacity", "8", "--max-new-tokens", "4"]
+
+
+def test_generate_greedy_check(capsys: pytest.CaptureFixture[str]) -> None:
+    # 11 prompt tokens through prefill chunks of 8: two chunks.
+    assert main(["generate", "gpt2", *SMALL, "--prompt-len", "11", "--check"]) == 0
+    out = capsys.readouterr().out
+    tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
+    assert len(tokens.split()) == 1 + 4
+    for text in (
+        "compile prefill:",
+        "compile decode:",
+        "prefill chunk(s): 2",
+        "time to first token:",
+        "decode latency per token: mean",
+        "P99",
+        "tokens/s",
+        "KiB",
+        "peak RSS:",
+        "check: 4 of 4 tokens agree with eager model.generate (greedy)",
+    ):
+        assert text in out, text
+
+
+def test_generate_sampling(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["generate", "llama-3.2-1b", *SMALL, "--prompt-ids", "1,2,3", "--check"]
+    assert main([*argv, "--temperature", "0.8", "--top-k", "5", "--seed", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "temperature 0.8, top-k 5, seed 2" in out
+    assert "tokens agree with eager" in out
+
+
+def _error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_generate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "the prompt is empty" in _error(["generate", "gpt2", *SMALL, "--prompt-ids", ""], capsys)
+    err = _error(["generate", "gpt2", *SMALL, "--prompt-len", "40"], capsys)
+    assert "does not fit the cache of 32 positions" in err
+    err = _error(["generate", "gpt2", *SMALL, "--top-k", "3"], capsys)
+    assert "top_k needs a temperature" in err
+    factory = tmp_path / "linear.py"
+    factory.write_text(
+        "import torch\n\n\ndef make():\n    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)\n"
+    )
+    err = _error(["generate", f"{factory}:make", *SMALL], capsys)
+    assert "generation needs a transformers causal LM" in err
