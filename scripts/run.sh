@@ -3,7 +3,9 @@
 # the full pipeline (torch.export -> npu dialect -> Phase 2 -> placement, scheduling,
 # buffers -> NNFactory graphs + CPU callables), run it on a random prompt, and print
 # the report: per-pass table, buffers and transitions, compile time by phase, latency
-# and the comparison with eager PyTorch. `forge doctor` first checks NNFactory here.
+# and the comparison with eager PyTorch. `forge doctor` first checks NNFactory here;
+# then GPT-2 generates 16 tokens (prefill + decode over a static KV cache), checked
+# against eager `model.generate`.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,3 +15,4 @@ cd "$ROOT"
 
 "$BIN/forge" doctor
 "$BIN/forge" compile gpt2 --seq 128 --runs 10
+"$BIN/forge" generate gpt2 --max-new-tokens 16 --prompt-len 20 --check
