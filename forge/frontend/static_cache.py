@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from forge.diagnostics import ForgeError
+from forge.frontend.loading import max_positions
 
 
 def _base_wrapper() -> type[torch.nn.Module]:
@@ -128,7 +129,7 @@ def capture_programs(
         raise ForgeError(
             f"cache capacity {capacity} is smaller than the prompt capacity {prompt_capacity}"
         )
-    limit = _max_positions(model)
+    limit = max_positions(model)
     if limit is not None and capacity > limit:
         raise ForgeError(f"cache capacity {capacity} exceeds the model's {limit} positions")
     wrapper = StaticCacheLM(model, capacity).eval()
@@ -141,12 +142,3 @@ def capture_programs(
         "cache_position": torch.tensor([min(prompt_capacity, capacity - 1)]),
     }
     return StaticCachePrograms(wrapper, prefill, decode, capacity, prompt_capacity)
-
-
-def _max_positions(model: torch.nn.Module) -> int | None:
-    config = getattr(model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
