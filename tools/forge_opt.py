@@ -95,6 +95,39 @@ def verify_module(module: ModuleOp, after: str | None = None) -> None:
         raise op_error(op, one_line(str(error)) + suffix) from e
 
 
+TARGETS = ("mlir", "python")
+"""Output targets that make sense for npu IR (`--emit=dot` draws the graph)."""
+
+
+def expanded(passes: Sequence[ModulePass]) -> list[ModulePass]:
+    """`passes` with every pass that is a fixed sequence of others (forge-pipeline)
+    replaced by that sequence; passes that iterate (npu-optimize) stay themselves."""
+    flat: list[ModulePass] = []
+    for p in passes:
+        if p.name == "forge-pipeline":  # by name: its module would import torch here
+            flat.extend(expanded(p.passes()))  # type: ignore[attr-defined]
+        else:
+            flat.append(p)
+    return flat
+
+
+def dump_pipeline(passes: Sequence[ModulePass]) -> str:
+    """MLIR's `--dump-pass-pipeline` text, and one comment per iterating pass naming
+    the round it repeats."""
+    flat = expanded(passes)
+    specs = ",".join(str(p.pipeline_pass_spec(include_default=True)) for p in flat)
+    lines = [f"Pass Manager with {len(flat)} passes:", f"builtin.module({specs})"]
+    for p in flat:
+        if p.name == "npu-optimize":
+            round_ = ",".join(
+                str(q.pipeline_pass_spec(include_default=True))
+                for q in p.passes()  # type: ignore[attr-defined]
+            )
+            rounds = p.iterations  # type: ignore[attr-defined]
+            lines.append(f"// {p.name} repeats, up to {rounds} rounds: {round_}")
+    return "\n".join(lines)
+
+
 def plugin_paths(argv: Sequence[str]) -> list[str]:
     """The files named by `--load-pass-plugin` (read before argparse runs: passes must be
     registered before the pipeline is parsed)."""
@@ -156,6 +189,9 @@ class ForgeOptMain(xDSLOptMain):
 
     def register_all_targets(self) -> None:
         super().register_all_targets()
+        # xDSL's other targets (arm-asm, csl, riscv-asm, wat, ...) make no sense for npu IR
+        for name in [n for n in self.available_targets if n not in TARGETS]:
+            del self.available_targets[name]
 
         def python_target() -> type[Target]:
             # torch-heavy: imported only when used, so plain forge-opt starts fast.
@@ -175,6 +211,12 @@ class ForgeOptMain(xDSLOptMain):
         )
         arg_parser.add_argument(
             "--list-passes", action="store_true", help="List the registered passes and exit"
+        )
+        arg_parser.add_argument(
+            "--dump-pass-pipeline",
+            action="store_true",
+            help="Print the pipeline to stderr, composite passes expanded and every option "
+            "with its value (MLIR's --dump-pass-pipeline)",
         )
         arg_parser.add_argument(
             "--load-pass-plugin",
@@ -227,6 +269,8 @@ class ForgeOptMain(xDSLOptMain):
             raise ForgeError(
                 f"invalid pass pipeline '{self.args.passes}': {one_line(str(e))}"
             ) from e
+        if self.args.dump_pass_pipeline:
+            print(dump_pipeline(self.pipeline.passes), file=sys.stderr)
 
     def _after_pass(
         self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
