@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -55,25 +55,24 @@ _REPORTS: ContextVar[tuple[list[PassReport], ...]] = ContextVar("reports", defau
 
 
 @contextmanager
-def collect_statistics() -> Iterator[list[PassRecord]]:
+def _collecting(scopes: ContextVar[tuple[list[R], ...]]) -> Iterator[list[R]]:
+    """A list that receives what is recorded into `scopes` inside the block (nests)."""
+    items: list[R] = []
+    token = scopes.set((*scopes.get(), items))
+    try:
+        yield items
+    finally:
+        scopes.reset(token)
+
+
+def collect_statistics() -> AbstractContextManager[list[PassRecord]]:
     """Collect the records of every pass run inside the `with` block (nests)."""
-    records: list[PassRecord] = []
-    token = _COLLECTORS.set((*_COLLECTORS.get(), records))
-    try:
-        yield records
-    finally:
-        _COLLECTORS.reset(token)
+    return _collecting(_COLLECTORS)
 
 
-@contextmanager
-def collect_reports() -> Iterator[list[PassReport]]:
+def collect_reports() -> AbstractContextManager[list[PassReport]]:
     """Collect the reports every pass run inside the `with` block publishes (nests)."""
-    reports: list[PassReport] = []
-    token = _REPORTS.set((*_REPORTS.get(), reports))
-    try:
-        yield reports
-    finally:
-        _REPORTS.reset(token)
+    return _collecting(_REPORTS)
 
 
 def publish(name: str, report: Any) -> None:

@@ -188,19 +188,22 @@ def _functions(module: ModuleOp) -> list[func.FuncOp]:
 def _worst(
     expected: Sequence[tuple[torch.Tensor, ...]], actual: Sequence[tuple[torch.Tensor, ...]]
 ) -> tuple[float, float]:
-    """The largest relative difference over all results, and the tolerance it is held
-    to (the largest difference's dtype's)."""
-    worst, tolerance = 0.0, 0.0
-    for expected_run, actual_run in zip(expected, actual, strict=True):
-        for e, a in zip(expected_run, actual_run, strict=True):
-            limit = tolerance_for(e.dtype)
-            if not torch.equal(torch.isnan(a), torch.isnan(e)):
-                return float("inf"), limit
-            finite = ~torch.isnan(e)
-            if not finite.any():
-                continue
-            diff = float((a[finite].double() - e[finite].double()).abs().max())
-            scale = max(1.0, float(e[finite].double().abs().max()))
-            if diff / scale - limit > worst - tolerance:
-                worst, tolerance = diff / scale, limit
-    return worst, tolerance
+    """The (relative difference, dtype tolerance) of the result furthest past its
+    tolerance; (0, 0) when there are no results."""
+    pairs = [
+        (_relative_difference(e, a), tolerance_for(e.dtype))
+        for expected_run, actual_run in zip(expected, actual, strict=True)
+        for e, a in zip(expected_run, actual_run, strict=True)
+    ]
+    return max(pairs, key=lambda pair: pair[0] - pair[1], default=(0.0, 0.0))
+
+
+def _relative_difference(e: torch.Tensor, a: torch.Tensor) -> float:
+    """max |a - e| / max(1, |e|) over the non-NaN elements; inf when NaNs differ."""
+    if not torch.equal(torch.isnan(a), torch.isnan(e)):
+        return float("inf")
+    finite = ~torch.isnan(e)
+    if not finite.any():
+        return 0.0
+    diff = float((a[finite].double() - e[finite].double()).abs().max())
+    return diff / max(1.0, float(e[finite].double().abs().max()))

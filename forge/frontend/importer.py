@@ -196,7 +196,7 @@ class FxImporter:
             if node.op == "call_function":
                 self.convert(node)
             elif node.op == "output":
-                results, written = self.outputs(node, inputs, names)
+                results, written = self.outputs(node, names)
         self.insert(func.ReturnOp(*results))
 
         function = func.FuncOp(
@@ -217,9 +217,7 @@ class FxImporter:
             self.notes,
         )
 
-    def outputs(
-        self, node: Node, inputs: Sequence[Node], names: dict[str, str]
-    ) -> tuple[list[SSAValue], list[str]]:
+    def outputs(self, node: Node, names: dict[str, str]) -> tuple[list[SSAValue], list[str]]:
         """The function's results: the model's outputs, then the new value of every
         buffer or input the graph mutates; and the argument each of those is written to."""
         specs = self.captured.exported.graph_signature.output_specs
@@ -231,7 +229,7 @@ class FxImporter:
                 written.append(names.get(canonical, valid_name(canonical)))
             elif spec.kind == OutputKind.USER_INPUT_MUTATION:
                 mutations.append(self.value(value))
-                written.append(next(n.name for n in inputs if n.name == spec.target))
+                written.append(spec.target)
             elif is_tensor_node(value):
                 outputs.append(self.value(value))
         return outputs + mutations, written

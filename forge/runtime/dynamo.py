@@ -64,7 +64,6 @@ class ShapeCache:
         self.granularity = options.get("granularity", "segment")
         self.max_shapes = int(options.get("max_shapes", MAX_SHAPES))
         self.executors: OrderedDict[tuple, CompiledNPUExecutor | None] = OrderedDict()
-        self.compiles = 0
 
     @staticmethod
     def key(args: Sequence[Any]) -> tuple:
@@ -103,7 +102,6 @@ class ShapeCache:
         except Exception as e:  # an internal error must not take the user's model down
             warn_once(f"internal error {type(e).__name__}: {e}; running this graph eagerly")
             return None
-        self.compiles += 1
         if executor.num_inputs != len(tensors):
             warn_once("graph inputs were specialized away by torch.export; running it eagerly")
             return None

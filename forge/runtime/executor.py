@@ -111,6 +111,8 @@ class CompiledNPUExecutor:
         weights_as: str = "constants",
     ):
         function = entry_function(module_or_function)
+        self.function = function
+        """The planned function this executor runs."""
         precision = _precision_of(function, precision)
         if weights_as not in WEIGHT_BINDINGS:
             raise ForgeError(

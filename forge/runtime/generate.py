@@ -28,8 +28,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from xdsl.dialects import func
-from xdsl.ir import Operation
 
 from forge.diagnostics import ForgeError
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
@@ -48,24 +46,9 @@ class Program:
         given = {"input_ids": input_ids, "cache_position": cache_position}
         return self.executor(*(given[name] for name in self.input_names))[0]
 
-    @property
-    def function(self) -> func.FuncOp | None:
-        """The planned function the executor runs (reached through its segments)."""
-        for segment in self.executor.segments:
-            for op in segment.ops:
-                parent: Operation | None = op
-                while parent is not None and not isinstance(parent, func.FuncOp):
-                    parent = parent.parent_op()
-                if parent is not None:
-                    return parent
-        return None
-
     def count_ops(self, name: str) -> int:
         """Ops called `name` in the planned function (on any device)."""
-        function = self.function
-        if function is None:
-            return 0
-        return sum(1 for op in function.walk() if op.name == name)
+        return sum(1 for op in self.executor.function.walk() if op.name == name)
 
 
 @dataclass
