@@ -277,6 +277,13 @@ def cat_kernel(op: npu.CatOp) -> Kernel:
     return lambda *xs: aten.cat.default(list(xs), dim)
 
 
+def cache_update_kernel(op: npu.CacheUpdateOp) -> Kernel:
+    """Writes the rows into the caller's cache and returns that cache (the op's result
+    is its storage): O(rows), no copy of the cache."""
+    dim = _int(op.dim)
+    return lambda cache, positions, update: aten.index_copy_.default(cache, dim, positions, update)
+
+
 def split_kernel(op: npu.SplitOp) -> Kernel:
     sizes, dim = _ints(op.split_sizes), _int(op.dim)
     return lambda x: tuple(aten.split_with_sizes.default(x, sizes, dim))
@@ -394,6 +401,8 @@ def cpu_kernel(op: Operation) -> Kernel:
             return shape_kernel(op)
         case npu.CatOp():
             return cat_kernel(op)
+        case npu.CacheUpdateOp():
+            return cache_update_kernel(op)
         case npu.SplitOp():
             return split_kernel(op)
     raise NoKernel(f"no CPU kernel for '{op.name}'")

@@ -787,7 +787,10 @@ def plan_to_python(
     terminator = function.body.block.last_op
     assert isinstance(terminator, func.ReturnOp)
     returned = names(terminator.arguments)
+    in_place = npu.in_place_writes(function)
     for result, arg in writes:
+        if result in in_place:  # npu.cache_update wrote it during the call
+            continue
         program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {npu.WRITES}")
     program.body.append(f"return {_tuple(returned[: len(returned) - len(writes)])}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))

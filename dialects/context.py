@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from forge import xdsl_compat
 from forge.diagnostics import ForgeError, op_error
-from forge.dialects.npu import NPU, write_backs
+from forge.dialects.npu import NPU, in_place_writes
 
 xdsl_compat.apply()
 
@@ -40,13 +40,14 @@ def parse_module(text: str, name: str = "<string>") -> ModuleOp:
 
 def verify_functions(root: Operation) -> None:
     """Function-level contracts xDSL's verifier does not know: SSA dominance, and that
-    `npu.writes` names arguments for results that exist."""
+    `npu.writes` names arguments for results that exist, and every `npu.cache_update`
+    keeps its in-place contract."""
     verify_dominance(root)
     for function in root.walk():
         if not isinstance(function, func.FuncOp) or not function.body.blocks:
             continue
         try:
-            write_backs(function)
+            in_place_writes(function)  # checks write_backs too
         except VerifyException as e:
             raise op_error(function, str(e)) from e
 

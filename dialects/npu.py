@@ -785,6 +785,39 @@ def write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
     return pairs
 
 
+def in_place_writes(function: func.FuncOp) -> frozenset[int]:
+    """Result indices of the write-backs an `npu.cache_update` already did in place (the
+    executor copies nothing for them). Raises VerifyException when an update breaks its
+    contract: its cache must be a written argument that nothing else reads, and its
+    result must be what the function writes back into that argument."""
+    pairs = write_backs(function)
+    block = function.body.block
+    terminator = block.last_op
+    returned = list(terminator.operands) if isinstance(terminator, func.ReturnOp) else []
+    written = {arg: result for result, arg in pairs}
+    done: set[int] = set()
+    for op in block.ops:
+        if not isinstance(op, CacheUpdateOp):
+            continue
+        cache = op.cache
+        name = cache.name_hint if isinstance(cache, BlockArgument) else None
+        if not isinstance(cache, BlockArgument) or cache.index not in written:
+            raise VerifyException(
+                f"npu.cache_update writes %{name or '?'}, which {WRITES} does not name"
+            )
+        if not cache.has_one_use():
+            raise VerifyException(
+                f"npu.cache_update writes %{name} in place, but %{name} has other readers"
+            )
+        result = written[cache.index]
+        if result >= len(returned) or returned[result] is not op.result:
+            raise VerifyException(
+                f"npu.cache_update of %{name} is not what the function writes back into it"
+            )
+        done.add(result)
+    return frozenset(done)
+
+
 def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:
     """The weighted linear ops that read `value` as their weight."""
     return [
@@ -1253,6 +1286,66 @@ class SplitOp(NpuOp):
             _expect_shape(f"result {i}", shape_of(r.type), (*x[:d], size, *x[d + 1 :]))
 
 
+# ------------------------------------------------------------------- state
+
+
+class WritesState(MemoryEffect):
+    """Writes its first operand (caller-owned state) in place: never removed, merged or
+    folded, and ordered after every other reader of that operand (the pass that creates
+    it checks there is none)."""
+
+    @classmethod
+    def get_effects(cls, op: Operation) -> set[EffectInstance] | None:
+        return {EffectInstance(MemoryEffectKind.WRITE, op.operands[0])}
+
+
+@irdl_op_definition
+class CacheUpdateOp(NpuOp):
+    """Rows `positions` (along `dim`) of the state `cache` become `update`, in place.
+
+    `cache` is a function argument that the function writes back (`npu.writes`) and
+    that nothing else reads; the result is that argument's own storage after the write.
+    So a KV-cache step costs the new rows (O(rows), not a copy of the cache), the
+    executor skips the write-back copy, and liveness gives the result no buffer of its
+    own (it views caller-owned storage, so linear scan never reuses it for a temporary).
+    npu-update-state-in-place creates it from a functional `aten.index_copy`, whose
+    semantics it keeps: `cache.index_copy(dim, positions, update)`.
+    """
+
+    name = "npu.cache_update"
+    ATEN: ClassVar[str] = "aten.index_copy.default"
+    T: ClassVar = VarConstraint("T", Tensor)
+    cache = operand_def(T)
+    positions = operand_def()
+    update = operand_def()
+    dim = prop_def(IntegerAttr)
+    result = result_def(T)
+    traits = traits_def(WritesState())
+
+    assembly_format = (
+        "$cache `[` $positions `]` `=` $update attr-dict `:` type($cache) `,` "
+        "type($positions) `,` type($update)"
+    )
+
+    def verify_shapes(self) -> None:
+        if not isinstance(self.cache, BlockArgument):
+            raise ShapeError("cache must be a function argument (state the caller owns)")
+        cache = shape_of(self.cache.type)
+        _expect_rank("cache", cache, 1, at_least=True)
+        d = normalize_dim(_int(self.dim), len(cache))
+        positions = shape_of(self.positions.type)
+        _expect_rank("positions", positions, 1)
+        idx = element_type(self.positions.type)
+        if not isinstance(idx, IntegerType) or is_bool(idx):
+            raise ShapeError(f"positions must have an integer element type, got {idx}")
+        _expect_shape(
+            "update", shape_of(self.update.type), (*cache[:d], positions[0], *cache[d + 1 :])
+        )
+        _expect_same_element(
+            "update", element_type(self.update.type), element_type(self.cache.type)
+        )
+
+
 # ------------------------------------------------------------------- generic
 
 
@@ -1448,7 +1541,7 @@ NAMED_OPS: tuple[type[NpuOp], ...] = (
     MatmulOp, LinearOp, AddmmOp, FusedLinearOp, SDPAOp,
     SoftmaxOp, LayerNormOp, RMSNormOp, MeanOp, SumOp, EmbeddingOp,
     ViewOp, ReshapeOp, TransposeOp, PermuteOp, ExpandOp, SliceOp, UnsqueezeOp, SqueezeOp,
-    CatOp, SplitOp,
+    CatOp, SplitOp, CacheUpdateOp,
 )  # fmt: skip
 
 NPU = Dialect("npu", [*NAMED_OPS, GenericOp], [OperandRefAttr])

@@ -6,7 +6,7 @@
   forge optimize [MODEL...] [--tiny]                Phase 2 report, node reduction, fusion
   forge plan [MODEL...] [--tiny]                    Phases 3-4: placement, buffers, transitions
   forge compile [MODEL] [--precision P] [--runs K]  compile to NNFactory, run, time vs eager
-  forge generate MODEL [--tiny] [--check]           static-cache prefill + decode, streamed tokens
+  forge generate MODEL [--prompt T] [--check]       static-cache prefill + decode, streamed tokens
   forge bench [MODEL] [--backends B,...]            vs eager, inductor, OpenVINO, ONNX Runtime
   forge ablate MODEL...                             the pipeline with each pass removed
   forge autotune MODEL...                           cost-model search over alpha/layout/precision
@@ -15,7 +15,8 @@
   forge fuzz-ir / fuzz-models [--cases N]           differential and IR fuzzing
   forge doctor                                      NNFactory smoke test on this machine
 
-MODEL is one of the built-in names (`forge models` lists them) or
+MODEL is one of the built-in names (`forge models` lists them), a local Hugging Face
+checkpoint directory (safetensors; `--allow-pickle`, `--trust-remote-code` to loosen), or
 `path/to/file.py:factory`, where `factory()` returns `(model, example_args)` or
 `(model, example_args, example_kwargs)`, or a transformers causal LM.
 """

@@ -29,6 +29,7 @@ FORGE_PASSES = {
     "npu-optimize-layout": "npu_optimize_layout",
     "npu-optimize": "npu_optimize",
     "npu-assign-precision": "npu_assign_precision",
+    "npu-update-state-in-place": "npu_update_state_in_place",
     "npu-place-devices": "npu_place_devices",
     "npu-assign-vregs": "npu_assign_vregs",
     "npu-liveness": "npu_liveness",

@@ -1,7 +1,8 @@
 """forge-pipeline: the whole default pipeline, Phase 2 through Phase 4, defined once.
 
 npu-optimize (the six Phase-2 passes to a fixed point), then npu-assign-precision
-(when a precision other than fp32 is asked), npu-place-devices, npu-schedule-affinity,
+(when a precision other than fp32 is asked), npu-update-state-in-place (state such as a
+KV cache written in place, not through a copy), npu-place-devices, npu-schedule-affinity,
 npu-assign-vregs, npu-liveness and npu-linear-scan.
 
 Scheduling runs before vregs, liveness and allocation, not after them as the paper
@@ -36,6 +37,7 @@ from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
 from forge.transforms.npu_optimize import PHASE2_PASSES, NpuOptimizePass, OptimizeReport
 from forge.transforms.npu_place_devices import NpuPlaceDevicesPass, Placement
 from forge.transforms.npu_schedule_affinity import NpuScheduleAffinityPass, ScheduleReport
+from forge.transforms.npu_update_state_in_place import NpuUpdateStateInPlacePass
 from forge.transforms.pattern_pass import (
     PassRecord,
     PassReport,
@@ -45,6 +47,7 @@ from forge.transforms.pattern_pass import (
 )
 
 PHASE34_PASSES = (
+    "npu-update-state-in-place",
     "npu-place-devices",
     "npu-schedule-affinity",
     "npu-assign-vregs",
@@ -100,6 +103,7 @@ class ForgePipelinePass(ModulePass):
                 iterations=self.iterations, alpha=self.alpha, layout=self.layout, skip=phase2_skip
             ),
             *precision,
+            NpuUpdateStateInPlacePass(),
             NpuPlaceDevicesPass(cpu_head_gflops=self.cpu_head_gflops),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),

@@ -9,7 +9,8 @@ use it is, so that an executor may drop them right after running it). Function
 results escape to the caller: they are never dead, so no `dead_after` lists them.
 
 Views share storage with their operand in ATen (view, reshape, transpose, slice,
-split, eval-mode dropout, aten.alias, ...). `live` stays honest, each value's own
+split, eval-mode dropout, aten.alias, ...), and so does `npu.cache_update` (its
+result is the state argument it wrote in place). `live` stays honest, each value's own
 definition and last use, because that is what the op order says. The alias structure
 goes into `Liveness.alias_root` instead: npu-linear-scan merges each root with its
 views, so that the root's storage outlives every use of every view.
@@ -40,8 +41,8 @@ SELF_IF_UNCHANGED = frozenset({"aten.to.device", "aten.to.dtype", "aten.to.dtype
 
 def is_view(op: Operation) -> bool:
     """Whether `op`'s results share storage with its first operand (need no storage)."""
-    if isinstance(op, npu.ShapeOp | npu.SplitOp):
-        return True
+    if isinstance(op, npu.ShapeOp | npu.SplitOp | npu.CacheUpdateOp):
+        return True  # a cache update's result is its cache, written in place
     if isinstance(op, npu.DropoutOp):
         return op.train is None
     if isinstance(op, npu.CastOp):

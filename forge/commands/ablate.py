@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from forge.dialects.precisions import PRECISIONS
+from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -18,6 +19,7 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("ablate", help="the pipeline with each pass removed in turn")
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--precision", default="fp16", choices=PRECISIONS)
     parser.add_argument("--passes", help="comma-separated passes to remove (default: all)")
@@ -41,7 +43,7 @@ def run(ns: argparse.Namespace) -> int:
     model = CostModel.current(ns.cost_model)
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
-        program = load_program(reference, ns.tiny, ns.seq, ns.latency)
+        program = load_program(reference, ns.tiny, ns.seq, ns.latency, **loading_options(ns))
         mixed = None
         if ns.precision == "mixed":
             mixed, note = program_fp16_weights(program)

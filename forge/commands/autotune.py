@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from forge.frontend.checkpoint import add_loading_flags, loading_options
+
 if TYPE_CHECKING:
     from forge.tuning.autotune import Trial
 
@@ -14,6 +16,7 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("autotune", help="cost-model grid search over Phase-2 options")
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--full", action="store_true", help="also iterations 1 and 3 (135)")
     parser.add_argument("--top", type=int, default=10, help="ranked rows to print")
@@ -32,7 +35,9 @@ def run(ns: argparse.Namespace) -> int:
     model = CostModel.current(ns.cost_model)
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
-        program = load_program(reference, ns.tiny, ns.seq, real_weights=False)
+        program = load_program(
+            reference, ns.tiny, ns.seq, real_weights=False, **loading_options(ns)
+        )
         mixed, note = program_fp16_weights(program)
         print(note)
         report = sweep(

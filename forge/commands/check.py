@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.frontend.checkpoint import add_loading_flags, loading_options
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("check", help="execute the imported IR and compare with eager")
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--inputs", type=int, default=3, help="random inputs per model")
     parser.add_argument(
@@ -25,7 +28,7 @@ def run(ns: argparse.Namespace) -> int:
 
     failed = 0
     for name in ns.models:
-        loaded = load_model(name, ns.tiny, ns.seq)
+        loaded = load_model(name, ns.tiny, ns.seq, **loading_options(ns))
         _, program = capture_and_import(loaded)
         stage = "imported"
         if ns.optimize:

@@ -8,6 +8,7 @@ from typing import Any
 
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
+from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 FEW_FALLBACKS = 3
 """More NPU-placed ops than this falling back to the CPU is a warning, not a note."""
@@ -20,6 +21,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
 
 
@@ -35,7 +37,7 @@ def run(ns: argparse.Namespace) -> int:
         raise ForgeError("--runs must be at least 1")
     mib = 1 << 20
     print(f"loading {ns.model}{' (tiny)' if ns.tiny else ''}, seq {ns.seq} ...", flush=True)
-    loaded = load_model(ns.model, ns.tiny, ns.seq)
+    loaded = load_model(ns.model, ns.tiny, ns.seq, **loading_options(ns))
     print("compiling (export, import, optimize, phases 3-4, NNFactory) ...", flush=True)
     executor, rep = compile_model(
         loaded.model, loaded.args, loaded.kwargs, ns.precision, ns.granularity

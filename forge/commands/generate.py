@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
+from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "generate", help="compile prefill + decode with a static KV cache, generate, time it"
     )
-    parser.add_argument("model", help="built-in name or path/to/file.py:factory (a causal LM)")
+    parser.add_argument(
+        "model",
+        help="built-in name, Hugging Face checkpoint directory or path/to/file.py:factory "
+        "(a causal LM)",
+    )
     parser.add_argument("--tiny", action="store_true", help="the tiny variant of a built-in")
+    add_loading_flags(parser)
     prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="prompt text (needs a checkpoint with a tokenizer)")
     prompt.add_argument("--prompt-ids", help="comma-separated prompt token ids, e.g. 1,2,3")
     prompt.add_argument(
         "--prompt-len", type=int, help="random prompt of N ids, seeded by --seed (default 8)"
@@ -37,9 +45,42 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def _prompt_ids(ns: argparse.Namespace, vocab: int) -> list[int]:
+class TextStream:
+    """Writes the text of generated tokens as they come: the new suffix of decoding all of
+    them, so tokens that only read right together (a character split over byte tokens, a
+    word piece that changes the spacing) are written right."""
+
+    def __init__(self, tokenizer: Any, write: Callable[[str], None]):
+        self.tokenizer = tokenizer
+        self.write = write
+        self.tokens: list[int] = []
+        self.written = ""
+
+    def add(self, token: int) -> None:
+        self.tokens.append(token)
+        text = self.text()
+        if text.endswith("\ufffd"):
+            return  # an incomplete UTF-8 character: its remaining bytes are still to come
+        self._write(text)
+
+    def finish(self) -> None:
+        """Write what was held back (an incomplete character at the end)."""
+        self._write(self.text())
+
+    def text(self) -> str:
+        return self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+
+    def _write(self, text: str) -> None:
+        if len(text) > len(self.written):
+            self.write(text[len(self.written) :])
+        self.written = text
+
+
+def _prompt_ids(ns: argparse.Namespace, vocab: int, tokenizer: Any | None) -> list[int]:
     import torch
 
+    if ns.prompt is not None:
+        return list(tokenizer(ns.prompt)["input_ids"])
     if ns.prompt_ids is not None:
         try:
             return [int(t) for t in ns.prompt_ids.split(",") if t.strip()]
@@ -52,6 +93,22 @@ def _prompt_ids(ns: argparse.Namespace, vocab: int) -> list[int]:
     return torch.randint(0, vocab, (length,), generator=generator).tolist()
 
 
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
+
+
+def _eos_token_id(model: Any, tokenizer: Any | None) -> int | None:
+    """The generation config's EOS (what eager `generate` stops at), else the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    if isinstance(eos, list) and len(eos) == 1:
+        eos = eos[0]
+    if isinstance(eos, int):
+        return eos
+    if eos is None and tokenizer is not None and isinstance(tokenizer.eos_token_id, int):
+        return tokenizer.eos_token_id
+    return None
+
+
 def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     import resource
@@ -60,7 +117,7 @@ def run(ns: argparse.Namespace) -> int:
     import torch
 
     from forge.devtools.bench import summarize
-    from forge.frontend.loading import load_model
+    from forge.frontend.loading import load_model, tokenizer_of
     from forge.frontend.static_cache import check_causal_lm
     from forge.runtime.generate import check_prompt_length, compile_lm, sampler
 
@@ -72,12 +129,18 @@ def run(ns: argparse.Namespace) -> int:
     greedy = ns.temperature is None
 
     print(f"loading {ns.model}{' (tiny)' if ns.tiny else ''} ...", flush=True)
-    model = load_model(ns.model, ns.tiny, 1).model
+    tokenizer = tokenizer_of(ns.model, ns.trust_remote_code)
+    if ns.prompt is not None and tokenizer is None:
+        raise ForgeError(
+            f"--prompt needs a tokenizer and {ns.model} has none (only a checkpoint directory "
+            "with tokenizer files has one); use --prompt-ids or --prompt-len"
+        )
+    model = load_model(ns.model, ns.tiny, 1, **loading_options(ns)).model
     check_causal_lm(model)
     if any(p.is_meta for p in model.parameters()):
         raise ForgeError(f"{ns.model}: built on the meta device (too large here); no generation")
     vocab = int(model.config.vocab_size)
-    prompt = _prompt_ids(ns, vocab)
+    prompt = _prompt_ids(ns, vocab, tokenizer)
     check_prompt_length(len(prompt), ns.capacity)
     bad = [t for t in prompt if not 0 <= t < vocab]
     if bad:
@@ -101,13 +164,20 @@ def run(ns: argparse.Namespace) -> int:
         )
     mode = "greedy" if greedy else f"temperature {ns.temperature}, top-k {ns.top_k}, seed {ns.seed}"
     print(f"prompt: {len(prompt)} tokens; {mode}")
-    print("tokens:", end="", flush=True)
+
+    def write(text: str) -> None:
+        print(text, end="", flush=True)
+
+    stream = None if tokenizer is None else TextStream(tokenizer, write)
 
     def show(token: int) -> None:
-        print(f" {token}", end="", flush=True)
+        if stream is None:
+            write(f" {token}")
+        else:
+            stream.add(token)
 
-    eos = model.generation_config.eos_token_id
-    eos = eos if isinstance(eos, int) else None
+    write("tokens:" if stream is None else "text: ")
+    eos = _eos_token_id(model, tokenizer)
     tokens = lm.generate(
         prompt,
         ns.max_new_tokens,
@@ -117,6 +187,9 @@ def run(ns: argparse.Namespace) -> int:
         seed=ns.seed,
         on_token=show,
     )
+    if stream is not None:
+        stream.finish()
+        print(f"\ntokens: {' '.join(map(str, tokens))}", end="")
     print(flush=True)
     stats = lm.stats
     print(f"stopped: {stats.stop_reason}; prefill chunk(s): {stats.prefill_chunks}")
@@ -132,9 +205,16 @@ def run(ns: argparse.Namespace) -> int:
             f"({len(stats.decode_seconds)} steps)"
         )
         print(f"decode: {stats.tokens_per_second:.1f} tokens/s")
-        print(f"bytes in/out of NNFactory per decode step: {per_step / 1024:.1f} KiB")
+        last = lm.decode.executor.stats  # the last decode step
+        print(
+            f"bytes in/out of NNFactory per decode step: {per_step / 1024:.1f} KiB (the cache "
+            f"read by attention: {last.state_bytes_in / 1024:.1f} KiB); written back after "
+            f"the step: {last.bytes_written_back} B"
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS: {peak:.1f} MiB", flush=True)
+    weights = sum(t.nbytes for t in model.parameters())
+    cache = sum(t.nbytes for t in lm.wrapper.cache_buffers())
+    print(f"peak RSS: {peak:.1f} MiB (weights {_mib(weights)}, cache {_mib(cache)})", flush=True)
 
     if not ns.check:
         return 0

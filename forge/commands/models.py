@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.frontend.checkpoint import add_loading_flags, loading_options
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("models", help="op counts and capture/import times of the models")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("names", nargs="*", help="models to include (default: all six)")
 
@@ -25,7 +28,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     for name in names:
         spec = models.get_spec(name)
-        loaded = load_model(name, ns.tiny, ns.seq)
+        loaded = load_model(name, ns.tiny, ns.seq, **loading_options(ns))
         params = sum(p.numel() for p in loaded.model.parameters())
         captured, program = capture_and_import(loaded)
         device = next(loaded.model.parameters()).device.type

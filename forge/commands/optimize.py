@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.frontend.checkpoint import add_loading_flags, loading_options
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("optimize", help="Phase 2 per-pass report and node reduction")
     parser.add_argument("names", nargs="*", help="models (default: all six)")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--alpha", type=float, default=1.0)
@@ -27,7 +30,7 @@ def run(ns: argparse.Namespace) -> int:
     names = ns.names or list(models.SPECS)
     summary = []
     for name in names:
-        loaded = load_model(name, ns.tiny, ns.seq)
+        loaded = load_model(name, ns.tiny, ns.seq, **loading_options(ns))
         _, program = capture_and_import(loaded)
         report = optimize(program.module, ns.iterations, ns.alpha, ns.layout)
         program.module.verify()

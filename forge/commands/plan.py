@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.frontend.checkpoint import add_loading_flags, loading_options
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("plan", help="Phases 3-4: devices, buffers, transitions")
     parser.add_argument("names", nargs="*", help="models (default: all six)")
     parser.add_argument("--tiny", action="store_true")
+    add_loading_flags(parser)
     parser.add_argument("--seq", type=int, default=128)
 
 
@@ -25,7 +28,7 @@ def run(ns: argparse.Namespace) -> int:
         f"{'planned MiB':>12}{'bound MiB':>10}{'ratio':>7}{'transitions':>13}{'phase3-4 ms':>12}"
     )
     for name in ns.names or list(models.SPECS):
-        loaded = load_model(name, ns.tiny, ns.seq)
+        loaded = load_model(name, ns.tiny, ns.seq, **loading_options(ns))
         _, program = capture_and_import(loaded)
         report = plan(program.module)
         program.module.verify()

@@ -5,6 +5,7 @@ three levels except where `EXCEPTIONS` says):
 
     forge.cli, forge.commands, forge.tools        commands; imported by nothing else
     forge.tuning, forge.devtools                  cost/ablate/autotune; numerics/fuzz/bench
+    forge (its __init__)                          the Python API, loaded lazily from runtime
     forge.runtime                                 executor, compile entry points
     forge.conversion                              lowerings, CPU kernels, plan printer
     forge.transforms                              passes and the one pipeline
@@ -38,7 +39,7 @@ PACKAGE_DIRS = {
 """Import name -> folder (pyproject's package-dir)."""
 
 LAYERS: dict[str, int] = {
-    "forge": 0,
+    "forge": 7,  # only forge/__init__.py: re-exports forge.runtime.api (forge.compile)
     "forge.diagnostics": 0,
     "forge.xdsl_compat": 0,
     "forge.files": 1,

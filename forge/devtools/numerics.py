@@ -154,7 +154,8 @@ class NumericsChecker:
             name = function.sym_name.data
             inputs = self._inputs[name]
             executor = ReferenceExecutor(function, {}, num_inputs=len(inputs[0]))
-            results[name] = [executor(*run) for run in inputs]
+            # Clones: a function may update its state arguments (npu.writes) in place.
+            results[name] = [executor(*[t.clone() for t in run]) for run in inputs]
         return results
 
     def baseline(self, module: ModuleOp) -> None:

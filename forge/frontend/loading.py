@@ -1,5 +1,5 @@
-"""Loading a model the way every command does: a built-in name or `file.py:factory`,
-then capture and import (written once here)."""
+"""Loading a model the way every command does: a built-in name, a local Hugging Face
+checkpoint directory or `file.py:factory`, then capture and import (written once here)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.capture import Captured, capture
+from forge.frontend.checkpoint import is_checkpoint_dir, load_checkpoint, load_tokenizer
 from forge.frontend.importer import ImportedProgram, import_program
 
 
@@ -26,14 +27,32 @@ class Loaded:
     kwargs: dict[str, Any]
 
 
-def load_model(reference: str, tiny: bool, seq: int, seed: int = 0) -> Loaded:
+def load_model(
+    reference: str,
+    tiny: bool,
+    seq: int,
+    seed: int = 0,
+    *,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> Loaded:
+    """A built-in name, a checkpoint directory or `file.py:factory`, with example inputs
+    of `seq` tokens. A built-in name wins over a directory of that name (write ./NAME)."""
     if seq < 1:
         raise ForgeError(f"--seq must be at least 1, got {seq}")
     if reference in models.SPECS:
         model = models.build_model(reference, tiny=tiny, seed=seed)
-        check_sequence_length(reference, model, seq)
-        args, kwargs = models.example_inputs(model, seq=seq)
-        return Loaded(reference, model, args, kwargs)
+        return causal_lm_loaded(reference, model, seq)
+    if is_checkpoint_dir(reference):
+        if tiny:
+            raise ForgeError(
+                f"--tiny is for built-in models; {reference} is a checkpoint directory "
+                "(its config.json sets the size)"
+            )
+        model = load_checkpoint(
+            reference, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code
+        )
+        return causal_lm_loaded(reference, model, seq)
     factory = models.load_factory(reference)
     try:
         made = factory()
@@ -54,13 +73,26 @@ def load_model(reference: str, tiny: bool, seq: int, seed: int = 0) -> Loaded:
             )
         return Loaded(reference, model, tuple(args), dict(rest[0]) if rest else {})
     if isinstance(made, torch.nn.Module) and hasattr(getattr(made, "config", None), "vocab_size"):
-        check_sequence_length(reference, made, seq)
-        args, kwargs = models.example_inputs(made, seq=seq)
-        return Loaded(reference, made, args, kwargs)
+        return causal_lm_loaded(reference, made, seq)
     raise ForgeError(
         f"{reference}: factory must return (model, example_args[, example_kwargs]) "
         f"or a transformers causal LM, got {type(made).__name__}"
     )
+
+
+def causal_lm_loaded(reference: str, model: torch.nn.Module, seq: int) -> Loaded:
+    """A causal LM with a random prompt of `seq` tokens as its example inputs."""
+    check_sequence_length(reference, model, seq)
+    args, kwargs = models.example_inputs(model, seq=seq)
+    return Loaded(reference, model, args, kwargs)
+
+
+def tokenizer_of(reference: str, trust_remote_code: bool = False) -> Any | None:
+    """The tokenizer saved in a checkpoint directory; None for built-in models, factories
+    and directories without tokenizer files."""
+    if reference in models.SPECS or not is_checkpoint_dir(reference):
+        return None
+    return load_tokenizer(reference, trust_remote_code=trust_remote_code)
 
 
 def max_positions(model: torch.nn.Module) -> int | None:
@@ -110,12 +142,22 @@ def program_of(loaded: Loaded) -> Program:
     )
 
 
-def load_program(reference: str, tiny: bool, seq: int, real_weights: bool) -> Program:
+def load_program(
+    reference: str,
+    tiny: bool,
+    seq: int,
+    real_weights: bool,
+    *,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> Program:
     """Load, capture and import a model.
 
     Not on the meta device even when no weights are needed: there the transformers code
     adds device moves (`aten.to.device`) that the graph `forge compile` builds has not."""
-    loaded = load_model(reference, tiny, seq)
+    loaded = load_model(
+        reference, tiny, seq, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code
+    )
     if real_weights and any(p.is_meta for p in loaded.model.parameters()):
         raise ForgeError(f"{reference}: built on the meta device (too large here); no latency")
     return program_of(loaded)

@@ -284,7 +284,9 @@ def load_factory(reference: str) -> Callable[[], torch.nn.Module | tuple[Any, ..
     path_text, _, attr = reference.rpartition(":")
     path = Path(path_text)
     if not path_text or not attr or not path.is_file():
-        raise UnknownModel(f"'{reference}' is not a model name or path/to/file.py:factory")
+        raise UnknownModel(
+            f"'{reference}' is not a model name, checkpoint directory or path/to/file.py:factory"
+        )
     spec = importlib.util.spec_from_file_location(f"forge_user_model_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

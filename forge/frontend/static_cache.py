@@ -1,11 +1,15 @@
-"""A causal LM with a static KV cache, as two exportable programs: prefill and decode.
+"""A causal LM with a static cache, as two exportable programs: prefill and decode.
 
-transformers' `TorchExportableModuleWithStaticCache` wraps a causal LM with a
-`StaticCache` whose key/value tensors are registered buffers of the wrapper, and whose
-forward is `(input_ids, cache_position) -> logits`. The cache update is a buffer
-mutation: `capture` functionalizes it, the importer lists the buffers in `npu.writes`
-and the executor copies their new values back after each call. Two programs compiled
-from the SAME wrapper instance therefore share one cache (and one set of weights):
+`StaticCacheLM` wraps a causal LM with transformers' `StaticCache`, every layer's state a
+registered buffer of the wrapper, and a forward `(input_ids, cache_position) -> logits`
+(the recipe of transformers' `TorchExportableModuleWithStaticCache`, which handles
+attention layers only). The layer kinds (forge.frontend.cache_layers): attention layers
+keep keys and values at every position; short-convolution layers (LFM2) keep their conv
+input at every position. Every state update is a buffer mutation: `capture`
+functionalizes it, the importer lists the buffers in `npu.writes` and the executor writes
+their new values into them (in place for an `index_copy_` the pipeline turns into
+`npu.cache_update`, by a copy after the call otherwise). Two programs compiled from the
+SAME wrapper instance therefore share one cache (and one set of weights):
 
 * prefill: `input_ids` [1, prompt_capacity] (the prompt, right-padded with zeros),
   `cache_position` = arange(prompt_capacity); the next token is read at the prompt's
@@ -14,8 +18,8 @@ from the SAME wrapper instance therefore share one cache (and one set of weights
 
 No attention mask or position ids are needed: positions are the cache positions, and
 the padded rows of the prefill are overwritten by the decode steps before any real
-token attends to them (each step writes its row at `position` before attending to
-rows `0..position`).
+token attends to (or convolves) them (each step writes its row at `position` before
+reading rows up to `position`).
 """
 
 from __future__ import annotations
@@ -29,53 +33,71 @@ from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
 
 
-def _base_wrapper() -> type[torch.nn.Module]:
-    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
-
-    return TorchExportableModuleWithStaticCache
-
-
 class StaticCacheLM(torch.nn.Module):
-    """`TorchExportableModuleWithStaticCache` that non-strict `torch.export` captures
-    with its cache as mutable buffers.
+    """A causal LM and its static cache, the cache's state as buffers that non-strict
+    `torch.export` captures as mutable buffers.
 
     Non-strict export replaces module attributes (parameters, buffers) by traced
-    tensors, but the `StaticCache` object keeps references to the original tensors;
-    export would lift those as *constants*, so the cache mutation would not be a
-    buffer mutation and `run_decompositions` fails. Before every call we therefore
-    re-point each cache layer's `keys`, `values` and `cumulative_length` at the
-    wrapper's own (possibly traced) buffers.
+    tensors, but the cache layers keep references to the original tensors; export would
+    lift those as *constants*, so the cache mutation would not be a buffer mutation and
+    `run_decompositions` fails. Before every call we therefore re-point each cache
+    layer's tensors at the wrapper's own (possibly traced) buffers.
     """
 
     def __init__(self, model: torch.nn.Module, capacity: int):
         super().__init__()
-        base = _base_wrapper()
-        generation = model.generation_config
-        saved = (generation.use_cache, generation.cache_implementation)
-        # The transformers wrapper insists on a static-cache generation config; set it
-        # for construction only, so the model's own `generate` is unchanged.
-        generation.use_cache, generation.cache_implementation = True, "static"
-        try:
-            inner = base(model, batch_size=1, max_cache_len=capacity)
-        finally:
-            generation.use_cache, generation.cache_implementation = saved
-        # Adopt the wrapper's submodules and buffers (not a subclass instance, so the
-        # model's generation config is restored before anything reads it again).
-        self.model = inner.model
-        self.static_cache = inner.static_cache
+        # Imported here: transformers takes seconds to import.
+        from forge.frontend.cache_layers import ConvHistoryLayer, static_cache
+
+        self.model = model
         self.capacity = capacity
-        self.num_layers = len(self.static_cache.layers)
-        for name, buffer in inner.named_buffers(recurse=False):
-            self.register_buffer(name, buffer, persistent=False)
-        self._forward = base.forward
+        config = model.config.get_text_config()
+        self.static_cache = static_cache(config, capacity)
+        layers = self.static_cache.layers
+        self.num_layers = len(layers)
+        self.conv = [i for i, layer in enumerate(layers) if isinstance(layer, ConvHistoryLayer)]
+        self.attention = [i for i in range(self.num_layers) if i not in self.conv]
+        self.attention_layers = len(self.attention)
+        """Layers with keys and values (each one `npu.sdpa` in a compiled program)."""
+        self._bindings = [
+            (i, attribute, f"{name}_{i}")
+            for i in self.attention
+            for attribute, name in (
+                ("keys", "key_cache"),
+                ("values", "value_cache"),
+                ("cumulative_length", "cumulative_length"),
+            )
+        ] + [(i, "history", f"conv_state_{i}") for i in self.conv]
+        """(layer, its state attribute, the wrapper's buffer) for every state tensor."""
+        self._initialize(config)
+        for i, attribute, name in self._bindings:
+            self.register_buffer(name, getattr(layers[i], attribute), persistent=False)
+
+    def _initialize(self, config: Any) -> None:
+        """Allocate every layer's state by one eager step at position 0 (the layers take
+        their shapes from the tensors the model hands them, not from the config), then
+        zero it. Layers the step does not write (KV-sharing consumers) are allocated from
+        the config, as transformers' export recipe does."""
+        layers = self.static_cache.layers
+        parameter = next(self.model.parameters())
+        position = torch.zeros(1, dtype=torch.long, device=parameter.device)
+        with torch.no_grad():
+            self._step(position.view(1, 1), position)
+        if any(not layers[i].is_initialized for i in self.attention):
+            from transformers.configuration_utils import get_head_shapes
+
+            num_heads, head_dim = get_head_shapes(config)
+            self.static_cache.early_initialization(
+                1, num_heads, head_dim, parameter.dtype, parameter.device
+            )
+        with torch.no_grad():
+            for i, attribute, _ in self._bindings:
+                getattr(layers[i], attribute).zero_()
 
     def cache_buffers(self) -> list[torch.Tensor]:
-        """The cache state: every layer's keys, values and cumulative length."""
-        return [
-            getattr(self, f"{kind}_{i}")
-            for i in range(self.num_layers)
-            for kind in ("key_cache", "value_cache", "cumulative_length")
-        ]
+        """The cache state: every attention layer's keys, values and cumulative length,
+        every conv layer's input history."""
+        return [getattr(self, name) for _, _, name in self._bindings]
 
     def reset_cache(self) -> None:
         """Zero the cache in place (the compiled programs hold these tensors)."""
@@ -84,11 +106,23 @@ class StaticCacheLM(torch.nn.Module):
                 buffer.zero_()
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
-        for i, layer in enumerate(self.static_cache.layers):
-            layer.keys = getattr(self, f"key_cache_{i}")
-            layer.values = getattr(self, f"value_cache_{i}")
-            layer.cumulative_length = getattr(self, f"cumulative_length_{i}")
-        return self._forward(self, input_ids=input_ids, cache_position=cache_position)
+        layers = self.static_cache.layers
+        for i, attribute, name in self._bindings:
+            setattr(layers[i], attribute, getattr(self, name))
+        return self._step(input_ids, cache_position)
+
+    def _step(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        layers = self.static_cache.layers
+        # The attention layers write at cumulative_length (they derive positions from it);
+        # set it from the step's first position, as transformers' export wrapper does.
+        for i in self.attention:
+            layers[i].cumulative_length.copy_(cache_position[0])
+        for i in self.conv:
+            layers[i].positions = cache_position
+        out = self.model(
+            input_ids=input_ids, attention_mask=None, cache=self.static_cache, use_cache=True
+        )
+        return out.logits
 
 
 @dataclass

@@ -48,6 +48,7 @@ from forge.frontend.loading import ordered_inputs
 from forge.runtime.precision import measure_mixed_precision
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import AllocationReport
+from forge.transforms.npu_liveness import is_view
 from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
 from forge.transforms.npu_schedule_affinity import check_schedule
 
@@ -65,6 +66,9 @@ class Step:
     targets: tuple[torch.Tensor | None, ...] = ()
     """Per output: its view of the arena (the physical buffer linear scan chose), or
     None for outputs that get fresh storage (function results, views, dynamic sizes)."""
+    state_inputs: tuple[int, ...] = ()
+    """Segment steps: the bound inputs (indices into `inputs`) that are state the caller
+    owns, such as a KV cache read by attention (counted apart in `ExecutionStats`)."""
 
 
 @dataclass
@@ -80,6 +84,12 @@ class ExecutionStats:
     are not bound, so they do not count)."""
     bytes_out: int = 0
     """Bytes of the tensors segments returned."""
+    state_bytes_in: int = 0
+    """The part of `bytes_in` that is state read where it lives (a KV cache read by the
+    attention), not a copy: it grows with the cache, the rest of the traffic does not."""
+    bytes_written_back: int = 0
+    """Bytes copied into state arguments after the call (`npu.writes` results that no
+    `npu.cache_update` wrote in place)."""
 
     @property
     def bytes_moved(self) -> int:
@@ -91,6 +101,8 @@ class ExecutionStats:
         self.transitions += other.transitions
         self.bytes_in += other.bytes_in
         self.bytes_out += other.bytes_out
+        self.state_bytes_in += other.state_bytes_in
+        self.bytes_written_back += other.bytes_written_back
 
 
 class CompiledNPUExecutor:
@@ -170,7 +182,11 @@ class CompiledNPUExecutor:
         slots = tuple(self._slot(v) for v in terminator.arguments)
         user_results = len(slots) - len(self._writes)
         self._results = slots[:user_results]
-        self._write_slots = tuple((slots[r], a) for r, a in self._writes)
+        in_place = npu.in_place_writes(function)
+        self._write_slots = tuple((slots[r], a) for r, a in self._writes if r not in in_place)
+        """(result slot, argument slot): copied back after a call (an `npu.cache_update`
+        wrote the others in place)."""
+        self._steps = self._mark_state_inputs(function, written)
         self.npu_ops = sum(len(s.ops) for s in self.segments)
         self.compile_seconds = sum(s.compile_seconds for s in self.segments)
         """NNFactory build+compile time of the graphs this executor compiled (cache hits
@@ -226,6 +242,25 @@ class CompiledNPUExecutor:
             self.segments.append(segment)
             self._steps.append(Step(segment, inputs, outputs, "npu", True))
 
+    def _mark_state_inputs(self, function: func.FuncOp, written: set[int]) -> list[Step]:
+        """The steps, each segment's bound inputs that hold state marked: the written
+        arguments, the caches updated in place and views of either."""
+        args = function.body.block.args
+        state: set[SSAValue] = {args[i] for i in written}
+        for op in function.body.block.ops:
+            if op.operands and op.operands[0] in state and is_view(op):
+                state.update(op.results)
+        slots = {self._slots[v] for v in state if v in self._slots}
+        return [
+            replace(
+                step,
+                state_inputs=tuple(i for i in step.run.bound if step.inputs[i] in slots),
+            )
+            if step.segment
+            else step
+            for step in self._steps
+        ]
+
     def _bind_buffers(
         self, function: func.FuncOp, allocation: AllocationReport | None
     ) -> tuple[torch.Tensor | None, int]:
@@ -275,6 +310,7 @@ class CompiledNPUExecutor:
                     result = step.run(*args, out=step.targets)
                     stats.dispatches += 1
                     stats.bytes_in += sum(args[i].nbytes for i in step.run.bound)
+                    stats.state_bytes_in += sum(args[i].nbytes for i in step.state_inputs)
                     stats.bytes_out += sum(t.nbytes for t in result)
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value
@@ -289,6 +325,7 @@ class CompiledNPUExecutor:
                     env[slot] = _store(value, target)
             for result, state in self._write_slots:  # in place, as eager mutates state
                 env[state].copy_(env[result])
+                stats.bytes_written_back += env[state].nbytes
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)
@@ -331,6 +368,18 @@ class CompileReport:
     fallback_ops: int
     input_names: list[str]
     notes: list[str] = field(default_factory=list)
+    in_spec: Any = None
+    """torch.export's pytree spec of the example `(args, kwargs)`: its leaves, in order, are
+    the tensor inputs (`input_names`) and the constants in `input_constants`."""
+    out_spec: Any = None
+    """torch.export's pytree spec of the model's output: its leaves, in order, are the
+    executor's results and the constants in `output_constants`."""
+    input_constants: dict[int, Any] = field(default_factory=dict)
+    """Leaf index of `in_spec` -> the non-tensor value (`use_cache=False`, an int, ...)
+    torch.export specialized the graph to; the executor takes no argument for it."""
+    output_constants: dict[int, Any] = field(default_factory=dict)
+    """Leaf index of `out_spec` -> the non-tensor value the model returns there (the
+    executor returns tensors only)."""
 
     @property
     def total_seconds(self) -> float:
@@ -395,6 +444,16 @@ def compile_model(
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
+    exported = captured.exported
+    kinds = torch.export.graph_signature  # InputKind, OutputKind, ConstantArgument
+    user_inputs = [
+        s.arg for s in exported.graph_signature.input_specs if s.kind == kinds.InputKind.USER_INPUT
+    ]
+    user_outputs = [
+        s.arg
+        for s in exported.graph_signature.output_specs
+        if s.kind == kinds.OutputKind.USER_OUTPUT
+    ]
     start = time.perf_counter()
     if cpu_head_gflops is None:
         cpu_head_gflops = head_gflops_for(precision)
@@ -433,4 +492,12 @@ def compile_model(
         fallback_ops=executor.fallback_ops,
         input_names=list(program.input_names),
         notes=[*notes, *executor.notes],
+        in_spec=exported.call_spec.in_spec,
+        out_spec=exported.call_spec.out_spec,
+        input_constants={
+            i: a.value for i, a in enumerate(user_inputs) if isinstance(a, kinds.ConstantArgument)
+        },
+        output_constants={
+            i: a.value for i, a in enumerate(user_outputs) if isinstance(a, kinds.ConstantArgument)
+        },
     )

@@ -1,11 +1,12 @@
-"""Generation with a static KV cache: a compiled prefill and a compiled decode.
+"""Generation with a static cache: a compiled prefill and a compiled decode.
 
 `compile_lm` wraps a causal LM in one `StaticCacheLM` (forge.frontend.static_cache) and
 compiles two programs from that same instance through the full pipeline
 (`compile_model`): prefill (the prompt right-padded to `prompt_capacity` tokens) and
 decode (one token). Both executors bind the wrapper's tensors, so there is one copy of
-the weights and one cache: the cache update each program makes (`npu.writes`) is copied
-back into the shared buffers after every call, where the other program reads it.
+the weights and one cache (keys and values of attention layers, conv inputs of
+short-convolution layers, all indexed by position): the cache update each program makes
+(`npu.writes`) lands in the shared buffers, where the other program reads it.
 
 `CompiledLM.generate` runs the host loop: reset the cache, prefill, choose the next
 token at the prompt's last position, then decode one token at a time at positions L,
@@ -92,6 +93,8 @@ class CompiledLM:
         self.prompt_capacity = prompt_capacity
         self.precision = precision
         self.num_layers = wrapper.num_layers
+        self.attention_layers = wrapper.attention_layers
+        """Layers with a KV cache (the others, e.g. LFM2's convolutions, have none)."""
         self.stats = GenerationStats()
         self.notes: list[str] = []
         """Notes of the last `generate` call (why it stopped early, ...)."""

@@ -1260,3 +1260,24 @@ func.func @bad_buffer(%x: tensor<4xf32>) {
   %0, %1 = npu.split %x {dim = 0 : i64, split_sizes = array<i64: 2, 2>, buffer = array<i64: 0>} : tensor<4xf32> -> tensor<2xf32>, tensor<2xf32>
   func.return
 }
+
+// -----
+
+// cache_update: the cache is state the caller owns, so it must be a function argument.
+func.func @cache_not_argument(%x: tensor<8x4xf32>, %p: tensor<1xi64>, %u: tensor<1x4xf32>) {
+  %c = npu.exp %x : tensor<8x4xf32>
+  // CHECK:      // {{-----}}
+  // CHECK-NEXT: verifier-errors.mlir:[[# @LINE + 1]]:3: error: 'npu.cache_update' op cache must be a function argument (state the caller owns)
+  %0 = npu.cache_update %c[%p] = %u {dim = 0 : i64} : tensor<8x4xf32>, tensor<1xi64>, tensor<1x4xf32>
+  func.return
+}
+
+// -----
+
+// cache_update: the rows have the cache's shape outside `dim`, one row per position.
+func.func @cache_rows(%c: tensor<8x4xf32>, %p: tensor<2xi64>, %u: tensor<1x4xf32>) {
+  // CHECK:      // {{-----}}
+  // CHECK-NEXT: verifier-errors.mlir:[[# @LINE + 1]]:3: error: 'npu.cache_update' op update has shape 1x4, expected 2x4
+  %0 = npu.cache_update %c[%p] = %u {dim = 0 : i64} : tensor<8x4xf32>, tensor<2xi64>, tensor<1x4xf32>
+  func.return
+}

@@ -34,7 +34,8 @@ from forge.runtime.executor import compile_model
 from forge.transforms.forge_pipeline import plan
 
 CUMSUM = "aten.cumsum.default"
-CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp)
+# npu.cache_update writes caller-owned state in place: a CPU kernel, never a graph.
+CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp, npu.CacheUpdateOp)
 """Op classes with no NNFactory node (comparisons and boolean logic, `where`) and
 `npu.generic`, whose ATen opcodes get rows of their own."""
 

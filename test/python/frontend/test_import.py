@@ -140,7 +140,8 @@ def test_cli_rejects_unknown_model_in_one_line() -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "forge: error: 'no-such-model' is not a model name or path/to/file.py:factory"
+        "forge: error: 'no-such-model' is not a model name, checkpoint directory or "
+        "path/to/file.py:factory"
     ]
 
 

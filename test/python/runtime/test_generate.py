@@ -1,12 +1,15 @@
-"""Greedy generation with a compiled prefill and decode sharing one static KV cache:
-the tokens match `model.generate` (eager, dynamic cache), the per-step logits match the
-eager static-cache wrapper, and attention is fused (one `npu.sdpa` per layer) in both
-programs. A prompt longer than the prefill is prefilled in chunks with the same tokens;
-sampling is deterministic for a seed."""
+"""Greedy generation with a compiled prefill and decode sharing one static cache, for all
+six built-in models (LFM2's short convolutions included) and for architectures Forge
+never names: the tokens match `model.generate` (eager, dynamic cache), the per-step
+logits and the final cache match the eager static-cache wrapper, and attention is fused
+(one `npu.sdpa` per attention layer) in both programs. A prompt longer than the prefill
+is prefilled in chunks with the same tokens; sampling is deterministic for a seed."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -18,52 +21,149 @@ from forge.runtime.generate import CompiledLM, compile_lm
 
 CAPACITY = 32
 PROMPT_CAPACITY = 8
+CHUNK = 3
+"""Prefill size of the chunked programs: a 7-token prompt takes chunks at 0, 3 and 6."""
 NEW_TOKENS = 8
-MODELS = ["gpt2", "llama-3.2-1b"]
+STD = 0.3
+"""Re-initialization std of the weights (see `_reinit`); larger stds give larger logits
+and, at 0.8, per-step differences above 1e-4."""
+STD_OF = {"granite-350m": 0.8}
+"""Granite multiplies its tied embeddings by 12 and its layer outputs by 0.263: at 0.3 the
+input embedding dominates the residual stream and greedy decoding repeats the last
+token (its logits, divided by 4, stay small at 0.8)."""
+
+TINY: dict[str, Any] = {
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 256,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+OTHER_ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    # name: (config class, model class, config beyond TINY): features the built-ins lack.
+    "mistral": (  # a sliding window shorter than the prompt
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"num_key_value_heads": 2, "sliding_window": 4},
+    ),
+    "qwen3": (  # q/k RMSNorm
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        {"num_key_value_heads": 2, "head_dim": 16},
+    ),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),  # fused qkv and gate_up projections
+    "gpt-neox": (  # parallel residual, rotary on a quarter of each head
+        "GPTNeoXConfig",
+        "GPTNeoXForCausalLM",
+        {"rotary_pct": 0.25},
+    ),
+    "gemma": (  # embeddings scaled by sqrt(hidden), (1 + w) RMSNorm, tanh GELU
+        "GemmaConfig",
+        "GemmaForCausalLM",
+        {"num_key_value_heads": 1, "head_dim": 16},
+    ),
+    "olmo": (  # non-parametric LayerNorm, clipped q/k/v
+        "OlmoConfig",
+        "OlmoForCausalLM",
+        {"clip_qkv": 0.5},
+    ),
+}
 
 
-def _model(name: str) -> torch.nn.Module:
-    """The tiny model, re-initialized with a larger seeded std: at the default init
-    (std 0.02) greedy decoding repeats one token, which would let a broken cache pass."""
-    model = models.build_model(name, tiny=True)
+def _reinit(model: torch.nn.Module, std: float) -> torch.nn.Module:
+    """`model` re-initialized with a larger seeded std: at the default init (std 0.02)
+    greedy decoding repeats one token, which would let a broken cache pass."""
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in model.parameters():
             if parameter.dim() >= 2:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
     return model
 
 
-@pytest.fixture(scope="module", params=MODELS)
-def compiled(request: pytest.FixtureRequest) -> tuple[torch.nn.Module, CompiledLM]:
-    model = _model(request.param)
+def _compile(model: torch.nn.Module, prompt_capacity: int) -> CompiledLM:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lm = compile_lm(model, capacity=CAPACITY, prompt_capacity=PROMPT_CAPACITY)
-    return model, lm
+        return compile_lm(model, capacity=CAPACITY, prompt_capacity=prompt_capacity)
+
+
+@dataclass
+class Built:
+    name: str
+    model: torch.nn.Module
+    lm: CompiledLM
+    """Prefill of PROMPT_CAPACITY tokens."""
+
+
+@pytest.fixture(scope="module", params=list(models.SPECS))
+def built(request: pytest.FixtureRequest) -> Built:
+    name = request.param
+    model = _reinit(models.build_model(name, tiny=True), STD_OF.get(name, STD))
+    return Built(name, model, _compile(model, PROMPT_CAPACITY))
+
+
+@pytest.fixture(scope="module")
+def chunked(built: Built) -> CompiledLM:
+    """The same model with a prefill of CHUNK tokens."""
+    return _compile(built.model, CHUNK)
 
 
 def _prompt(length: int = 5) -> torch.Tensor:
     return torch.randint(1, 256, (1, length), generator=torch.Generator().manual_seed(5))
 
 
-def _eager_tokens(model: torch.nn.Module, prompt: torch.Tensor, n: int) -> list[int]:
+def _eager_tokens(
+    model: torch.nn.Module, prompt: torch.Tensor, n: int, eos: int | None = None
+) -> list[int]:
+    """`model.generate`'s greedy tokens, stopping at `eos` only (not at the model's own
+    EOS token, as `CompiledLM.generate` without an EOS does not either)."""
     out = model.generate(
         prompt,
         attention_mask=torch.ones_like(prompt),
         do_sample=False,
         max_new_tokens=n,
         pad_token_id=0,
+        eos_token_id=eos,
     )
     return out[0, prompt.shape[1] :].tolist()
 
 
-def test_tokens_match_generate(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
-    model, lm = compiled
+def _check_steps_match_eager(lm: CompiledLM, model: torch.nn.Module, prompt: torch.Tensor) -> None:
+    """Greedy generation from `prompt` (in chunks if it is longer than the prefill) gives
+    logits within 1e-4 of the eager static-cache wrapper fed the whole prompt at once and
+    then the same tokens, and leaves the shared cache as that wrapper leaves its own."""
+    length = prompt.shape[1]
+    tokens = lm.generate(prompt, NEW_TOKENS, keep_logits=True)
+    eager = StaticCacheLM(model, CAPACITY).eval()
+    padded = torch.zeros(1, max(length, PROMPT_CAPACITY), dtype=torch.long)
+    padded[:, :length] = prompt
+    with torch.no_grad():
+        expected = [eager(padded, torch.arange(padded.shape[1]))[0, length - 1]]
+        for step, token in enumerate(tokens[:-1]):
+            position = torch.tensor([length + step])
+            expected.append(eager(torch.tensor([[token]]), position)[0, -1])
+    assert len(lm.step_logits) == len(expected) == NEW_TOKENS
+    for step, (got, want) in enumerate(zip(lm.step_logits, expected, strict=True)):
+        diff = (got - want).abs().max().item()
+        assert diff <= 1e-4, f"step {step}: logits max-abs {diff:.3e}"
+    # Rows a chunk padded beyond the eager prefill are never read (the decode steps
+    # overwrite them first), so the caches agree wherever eager wrote.
+    for got, want in zip(lm.wrapper.cache_buffers(), eager.cache_buffers(), strict=True):
+        assert got.shape == want.shape
+        diff = (got.double() - want.double()).abs().max().item()
+        assert diff <= 1e-4, f"cache differs by {diff:.3e}"
+
+
+def test_tokens_match_generate(built: Built) -> None:
+    model, lm = built.model, built.lm
     prompt = _prompt()
     eos = model.generation_config.eos_token_id
     tokens = lm.generate(prompt, NEW_TOKENS, eos_token_id=eos)
-    assert tokens == _eager_tokens(model, prompt, NEW_TOKENS)
+    assert tokens == _eager_tokens(model, prompt, NEW_TOKENS, eos)
     assert len(tokens) == NEW_TOKENS and eos not in tokens
     assert len(set(tokens)) > 1, f"degenerate greedy tokens {tokens}"
     stats = lm.stats
@@ -75,46 +175,39 @@ def test_tokens_match_generate(compiled: tuple[torch.nn.Module, CompiledLM]) -> 
     assert lm.generate(prompt, NEW_TOKENS, eos_token_id=eos) == tokens
 
 
-def test_step_logits_match_eager_static_cache(
-    compiled: tuple[torch.nn.Module, CompiledLM],
-) -> None:
-    model, lm = compiled
-    prompt = _prompt()
-    length = prompt.shape[1]
-    tokens = lm.generate(prompt, NEW_TOKENS, keep_logits=True)
-    eager = StaticCacheLM(model, CAPACITY).eval()
-    padded = torch.zeros(1, PROMPT_CAPACITY, dtype=torch.long)
-    padded[:, :length] = prompt
-    with torch.no_grad():
-        expected = [eager(padded, torch.arange(PROMPT_CAPACITY))[0, length - 1]]
-        for step, token in enumerate(tokens[:-1]):
-            position = torch.tensor([length + step])
-            expected.append(eager(torch.tensor([[token]]), position)[0, -1])
-    assert len(lm.step_logits) == len(expected) == NEW_TOKENS
-    for step, (got, want) in enumerate(zip(lm.step_logits, expected, strict=True)):
-        diff = (got - want).abs().max().item()
-        assert diff <= 1e-4, f"step {step}: logits max-abs {diff:.3e}"
+def test_step_logits_and_cache_match_eager_static_cache(built: Built) -> None:
+    _check_steps_match_eager(built.lm, built.model, _prompt())
 
 
-def test_attention_fused_in_both_programs(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
-    _, lm = compiled
-    layers = lm.num_layers
-    assert layers == 2
-    assert lm.prefill.count_ops("npu.sdpa") == layers
-    assert lm.decode.count_ops("npu.sdpa") == layers
+def test_attention_fused_in_both_programs(built: Built) -> None:
+    lm = built.lm
+    assert lm.num_layers == models.get_spec(built.name).config(tiny=True).num_hidden_layers
+    assert lm.attention_layers == models.get_spec(built.name).attention_layers(tiny=True)
+    assert lm.prefill.count_ops("npu.sdpa") == lm.attention_layers
+    assert lm.decode.count_ops("npu.sdpa") == lm.attention_layers
 
 
-def test_programs_share_the_cache(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
-    _, lm = compiled
-    cache = {t.data_ptr() for t in lm.wrapper.cache_buffers()}
-    for program in (lm.prefill, lm.decode):
-        executor = program.executor
-        written = {executor._template[slot].data_ptr() for _, slot in executor._write_slots}
-        assert written and written <= cache
+def test_cache_holds_every_layer_state(built: Built) -> None:
+    """Keys, values and a length per attention layer; the conv input at every position
+    (after kernel - 1 zero columns) per LFM2 convolution layer."""
+    lm = built.lm
+    buffers = lm.wrapper.cache_buffers()
+    convs = lm.num_layers - lm.attention_layers
+    assert len(buffers) == 3 * lm.attention_layers + convs
+    for state in buffers[3 * lm.attention_layers :]:
+        config = built.model.config
+        assert list(state.shape) == [1, config.hidden_size, config.conv_L_cache - 1 + CAPACITY]
+    lm.generate(_prompt(), NEW_TOKENS)
+    written = _prompt().shape[1] + NEW_TOKENS - 1
+    keys = buffers[0]
+    assert keys.shape[2] == CAPACITY
+    assert keys[:, :, :written].abs().sum() > 0
+    assert keys[:, :, PROMPT_CAPACITY:].abs().sum() > 0  # decode rows beyond the prefill
+    assert keys[:, :, max(written, PROMPT_CAPACITY) :].abs().sum() == 0
 
 
-def test_stops_at_eos_and_capacity(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
-    _, lm = compiled
+def test_stops_at_eos_and_capacity(built: Built) -> None:
+    lm = built.lm
     prompt = _prompt()
     tokens = lm.generate(prompt, NEW_TOKENS)
     eos = tokens[3]
@@ -131,52 +224,39 @@ def test_stops_at_eos_and_capacity(compiled: tuple[torch.nn.Module, CompiledLM])
 
 
 def test_chunked_prefill_matches_one_prefill_and_generate(
-    compiled: tuple[torch.nn.Module, CompiledLM],
+    built: Built, chunked: CompiledLM
 ) -> None:
-    """An 11-token prompt through prefill chunks of 4 (the last right-padded) gives the
-    tokens of one 16-token prefill and of `model.generate`."""
-    model, _ = compiled
-    prompt = _prompt(11)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        chunked = compile_lm(model, capacity=CAPACITY, prompt_capacity=4)
-        whole = compile_lm(model, capacity=CAPACITY, prompt_capacity=16)
+    """A 7-token prompt through prefill chunks of 3 (the last right-padded) gives the
+    tokens of one 8-token prefill and of `model.generate`."""
+    prompt = _prompt(7)
     tokens = chunked.generate(prompt, NEW_TOKENS)
     assert chunked.stats.prefill_chunks == 3
-    assert tokens == whole.generate(prompt, NEW_TOKENS)
-    assert whole.stats.prefill_chunks == 1
-    assert tokens == _eager_tokens(model, prompt, NEW_TOKENS)
+    assert tokens == built.lm.generate(prompt, NEW_TOKENS)
+    assert built.lm.stats.prefill_chunks == 1
+    assert tokens == _eager_tokens(built.model, prompt, NEW_TOKENS)
     assert len(set(tokens)) > 1, f"degenerate greedy tokens {tokens}"
 
 
-def test_chunked_prefill_last_chunk_moved_back(
-    compiled: tuple[torch.nn.Module, CompiledLM],
-) -> None:
+def test_chunked_prefill_last_chunk_moved_back(built: Built, chunked: CompiledLM) -> None:
     """A last chunk that would run past the cache ends at its last position instead:
-    chunks of 7 at 0, 7, 14, 21 and 25 (not 28: positions 32-34 do not exist)."""
-    model, _ = compiled
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lm = compile_lm(model, capacity=CAPACITY, prompt_capacity=7)
-    prompt = _prompt(CAPACITY - 3)
-    tokens = lm.generate(prompt, 3)
-    assert lm.stats.prefill_chunks == 5
-    assert tokens == _eager_tokens(model, prompt, 3)
-    assert lm.stats.stop_reason == "max_new_tokens"
+    chunks of 3 at 0, 3, ..., 27 and 29 (not 30: position 32 does not exist)."""
+    prompt = _prompt(CAPACITY - 1)
+    tokens = chunked.generate(prompt, 2)
+    assert chunked.stats.prefill_chunks == 11
+    assert tokens == _eager_tokens(built.model, prompt, 2)
+    assert chunked.stats.stop_reason == "max_new_tokens"
 
 
-def test_prompt_errors(compiled: tuple[torch.nn.Module, CompiledLM]) -> None:
-    _, lm = compiled
+def test_prompt_errors(built: Built) -> None:
+    lm = built.lm
     with pytest.raises(ForgeError, match="does not fit the cache of 32 positions"):
         lm.generate(_prompt(CAPACITY), 2)
     with pytest.raises(ForgeError, match="the prompt is empty"):
         lm.generate([], 2)
 
 
-def test_sampling_is_deterministic_for_a_seed(
-    compiled: tuple[torch.nn.Module, CompiledLM],
-) -> None:
-    _, lm = compiled
+def test_sampling_is_deterministic_for_a_seed(built: Built) -> None:
+    lm = built.lm
     prompt = _prompt()
     greedy = lm.generate(prompt, NEW_TOKENS)
     sampled = lm.generate(prompt, NEW_TOKENS, temperature=1.5, top_k=20, seed=3)
@@ -191,6 +271,28 @@ def test_sampling_is_deterministic_for_a_seed(
         lm.generate(prompt, 2, top_k=5)
 
 
+@pytest.mark.parametrize("name", list(OTHER_ARCHITECTURES))
+def test_other_architectures(name: str) -> None:
+    """A tiny random model of an architecture Forge does not name: a 7-token prompt in
+    prefill chunks of 3 gives `model.generate`'s greedy tokens, logits and cache within
+    1e-4 of the eager static-cache wrapper, and one fused attention per layer."""
+    import transformers
+
+    config_class, model_class, extra = OTHER_ARCHITECTURES[name]
+    config = getattr(transformers, config_class)(**TINY, **extra, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = _reinit(getattr(transformers, model_class)(config).eval(), STD)
+    lm = _compile(model, CHUNK)
+    prompt = _prompt(7)
+    tokens = lm.generate(prompt, NEW_TOKENS)
+    assert lm.stats.prefill_chunks == 3
+    assert tokens == _eager_tokens(model, prompt, NEW_TOKENS)
+    assert len(set(tokens)) > 1, f"degenerate greedy tokens {tokens}"
+    _check_steps_match_eager(lm, model, prompt)
+    assert lm.attention_layers == lm.num_layers == 2
+    assert lm.prefill.count_ops("npu.sdpa") == lm.decode.count_ops("npu.sdpa") == 2
+
+
 def test_capture_programs_errors() -> None:
     model = models.build_model("llama-3.2-1b", tiny=True)
     with pytest.raises(ForgeError, match="smaller than the prompt capacity"):
@@ -201,3 +303,16 @@ def test_capture_programs_errors() -> None:
         capture_programs(torch.nn.Linear(2, 2), capacity=8, prompt_capacity=4)
     # The model's own generation config is left as it was.
     assert model.generation_config.cache_implementation is None
+
+
+def test_recurrent_state_is_refused() -> None:
+    """An SSM state is not indexed by position (a right-padded prefill would run the
+    padding through it): a clear error, not wrong tokens."""
+    import transformers
+
+    config = transformers.MambaConfig(
+        vocab_size=256, hidden_size=64, num_hidden_layers=2, state_size=4
+    )
+    model = transformers.MambaForCausalLM(config).eval()
+    with pytest.raises(ForgeError, match="does not support recurrent"):
+        capture_programs(model, capacity=CAPACITY, prompt_capacity=PROMPT_CAPACITY)

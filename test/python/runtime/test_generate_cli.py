@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from forge.cli import main
+from forge.commands.generate import TextStream
 
 SMALL = ["--tiny", "--capacity", "32", "--prompt-capacity", "8", "--max-new-tokens", "4"]
 
@@ -60,3 +63,33 @@ def test_generate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     )
     err = _error(["generate", f"{factory}:make", *SMALL], capsys)
     assert "generation needs a transformers causal LM" in err
+    err = _error(["generate", "gpt2", *SMALL, "--prompt", "hello"], capsys)
+    assert "--prompt needs a tokenizer and gpt2 has none" in err
+    err = _error(["generate", "gpt2", *SMALL, "--prompt", "hello", "--prompt-ids", "1"], capsys)
+    assert "not allowed with argument --prompt" in err
+
+
+def test_text_stream_waits_for_whole_characters() -> None:
+    """Byte-level tokens split "é" (2 bytes) and "日本" (3 bytes each): the streamed pieces
+    hold no broken character and add up to the decoded text."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet), initial_alphabet=alphabet, show_progress=False
+    )
+    tokenizer.train_from_iterator(["hello"], trainer)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+    text = "héllo 日本"
+    ids = fast(text)["input_ids"]
+    assert len(ids) == len(text.encode())  # one token per byte
+    assert any(fast.decode(ids[:n]).endswith("\ufffd") for n in range(len(ids)))
+
+    pieces: list[str] = []
+    stream = TextStream(fast, pieces.append)
+    for token in ids:
+        stream.add(token)
+    stream.finish()
+    assert "".join(pieces) == text
+    assert not any("\ufffd" in piece for piece in pieces)

@@ -1,0 +1,40 @@
+// The two programs `forge generate` compiles, as `forge import --program` captures them
+// (tiny GPT-2: 2 layers, a cache of 16 positions, prefills of 4 tokens). The KV cache is
+// state: function arguments that `npu.writes` names. forge-pipeline writes each step
+// into them in place (`npu.cache_update`, no buffer of its own: it is the caller's
+// cache) and fuses the attention that reads the updated cache into one `npu.sdpa` per
+// layer, in the decode step (1 query row against the 16-row cache) and in the prefill.
+
+// RUN: forge import gpt2 --tiny --program decode --capacity 16 --prompt-capacity 4 -o %t.decode.mlir 2>/dev/null
+// RUN: forge-opt %t.decode.mlir -p forge-pipeline | filecheck %s --check-prefix=DECODE
+// RUN: forge import gpt2 --tiny --program prefill --capacity 16 --prompt-capacity 4 -o %t.prefill.mlir 2>/dev/null
+// RUN: forge-opt %t.prefill.mlir -p forge-pipeline | filecheck %s --check-prefix=PREFILL
+// The imported IR still says it functionally: an index_copy whose result is written back.
+// RUN: filecheck %s --check-prefix=IMPORTED < %t.decode.mlir
+
+// IMPORTED: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
+// IMPORTED-SAME: npu.writes = ["key_cache.0", "value_cache.0", "cumulative_length.0", "key_cache.1", "value_cache.1", "cumulative_length.1"]
+// IMPORTED: npu.generic "aten.index_copy.default"(%key_cache.0, 2 : i64,
+
+// DECODE: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
+// DECODE: %[[K0:.*]] = npu.cache_update %key_cache.0[%[[POS:.*]]] = %{{.*}} {device = "cpu", vreg = {{[0-9]+}} : i64, live = array<i64: {{.*}}>, dead_after = array<i64: {{.*}}>, dim = 2 : i64} : tensor<1x4x16x16xf32>, tensor<1xi64>, tensor<1x4x1x16xf32>
+// DECODE-NEXT: %[[V0:.*]] = npu.cache_update %value_cache.0[%[[POS]]] = %{{.*}} {device = "cpu", vreg = {{[0-9]+}} : i64, live = array<i64: {{.*}}>, dead_after = array<i64: {{.*}}>, dim = 2 : i64}
+// DECODE-NEXT: npu.sdpa %{{.*}}, %[[K0]], %[[V0]], %{{.*}} {device = "npu"{{.*}}} : (tensor<1x4x1x16xf32>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>, tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32>
+// DECODE: npu.cache_update %key_cache.1
+// DECODE: npu.cache_update %value_cache.1
+// DECODE-NEXT: npu.sdpa
+// DECODE-NOT: npu.sdpa
+// DECODE-NOT: aten.index_copy
+// DECODE: func.return
+
+// PREFILL: func.func @forward(%input_ids: tensor<1x4xi64>, %cache_position: tensor<4xi64>,
+// PREFILL: npu.cache_update %key_cache.0[%{{.*}}] = %{{.*}} : tensor<1x4x16x16xf32>, tensor<4xi64>, tensor<1x4x4x16xf32>
+// PREFILL: npu.sdpa
+// PREFILL: npu.cache_update %key_cache.1
+// PREFILL: npu.sdpa
+// PREFILL-NOT: npu.sdpa
+// PREFILL-NOT: aten.index_copy
+
+// An in-place update whose cache something else reads breaks its contract: a located error.
+// RUN: not forge-opt %S/Inputs/bad-cache-update.mlir 2>&1 | filecheck %s --check-prefix=BAD
+// BAD: bad-cache-update.mlir:1:1: error: 'func.func' op npu.cache_update writes %c in place, but %c has other readers
