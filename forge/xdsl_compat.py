@@ -13,6 +13,10 @@ of xDSL.
 * `IntegerType` accepts any bitwidth, and verifying a value of `i9999999999` builds
   2**9999999999 (fuzz-ir found that hang too). MLIR limits integer types to 16777215
   bits; the verifier now says so.
+* A pass option of type `tuple[str, ...]` (npu-optimize's and forge-pipeline's `skip`)
+  is documented to take `skip=a,b` as `("a", "b")`, but the option parser type-checks
+  the list it read against the tuple type and rejects every value (`fuzz-ir --mutate
+  pipeline` found it). A list given for a tuple option now becomes that tuple.
 """
 
 from __future__ import annotations
@@ -68,3 +72,22 @@ def apply() -> None:
         verify_tensor(self)
 
     TensorType.verify = verify_shape  # type: ignore[method-assign]
+
+    from types import UnionType
+    from typing import Union, get_args, get_origin
+
+    from xdsl.utils import arg_spec
+
+    convert = arg_spec._convert_arg_to_type
+
+    def takes_tuple(dest_type: object) -> bool:
+        if get_origin(dest_type) in (Union, UnionType):
+            return any(takes_tuple(arg) for arg in get_args(dest_type))
+        return get_origin(dest_type) is tuple
+
+    def convert_tuples(value: list, dest_type: object) -> object:
+        if isinstance(value, list) and value and takes_tuple(dest_type):
+            value = tuple(value)  # type: ignore[assignment]
+        return convert(value, dest_type)
+
+    arg_spec._convert_arg_to_type = convert_tuples  # type: ignore[assignment]

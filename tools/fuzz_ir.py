@@ -6,6 +6,12 @@ signature, then written as a lit test that asserts the one-line diagnostic a fix
 forge-opt must give (so it fails until the bug is fixed):
 
     forge fuzz-ir --cases 2000 --pipeline forge-pipeline [--save-regressions]
+
+`--mutate pipeline` fuzzes the other input a user types: the pass pipeline string.
+Valid pipelines (flat and nested MLIR-style, with options) are mutated and run on one
+small valid module; every outcome must again be success or one diagnostic line.
+
+    forge fuzz-ir --mutate pipeline --cases 500
 """
 
 from __future__ import annotations
@@ -256,4 +262,73 @@ def fuzz(
         result.regressions.append(save_regression(test, workdir / "regressions"))
         if save_dir is not None:
             result.regressions.append(save_regression(test, save_dir))
+    return result
+
+
+# ------------------------------------------------------------ pipeline strings
+
+PIPELINES = (
+    "npu-dce,npu-cse",
+    "builtin.module(func.func(npu-cse,npu-dce))",
+    "builtin.module(func.func(cse,canonicalize))",
+    "func.func(npu-fuse-operators{alpha=0.5})",
+    "npu-fuse-operators{alpha=0.4},npu-optimize-layout{layout=contiguous}",
+    "npu-fold-constants{max_elements=4}",
+    "forge-pipeline{iterations=1 alpha=0.5 skip=npu-cse}",
+    "npu-assign-precision{precision=int8},npu-place-devices{cpu_head_gflops=0.5}",
+    "npu-optimize{iterations=2},npu-assign-vregs,npu-liveness,npu-linear-scan",
+    'npu-assign-precision{precision=mixed fp16-weights=w1,"lm.weight"}',
+)
+"""Valid pipelines the mutants start from."""
+
+PIPELINE_TOKENS = [
+    "(", ")", "{", "}", ",", "=", " ", '"', "'", "builtin.module(", "func.func(", "npu-cse",
+    "npu-dce", "alpha", "-1", "1e309", "nan", "\\", "\x00", "{{", "))", "=,", "skip=", "é",
+]  # fmt: skip
+
+PIPELINE_INPUT = """func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = npu.relu %0 : tensor<4x8xf32>
+  %2 = npu.neg %1 : tensor<4x8xf32>
+  %3 = npu.neg %2 : tensor<4x8xf32>
+  func.return %3 : tensor<4x8xf32>
+}
+"""
+"""The module every pipeline mutant runs on: small, valid, with something to rewrite."""
+
+
+def mutate_pipeline(text: str, rng: random.Random) -> str:
+    """One to three character-level edits: a token inserted, a span deleted or
+    duplicated, or two characters swapped."""
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(("token", "delete", "dup", "swap"))
+        at = rng.randint(0, len(text))
+        if kind == "token":
+            text = text[:at] + rng.choice(PIPELINE_TOKENS) + text[at:]
+        elif kind == "delete" and text:
+            text = text[:at] + text[at + rng.randint(1, 6) :]
+        elif kind == "dup" and text:
+            end = min(len(text), at + rng.randint(1, 12))
+            text = text[:end] + text[at:end] + text[end:]
+        elif kind == "swap" and len(text) > 1:
+            i = rng.randrange(len(text) - 1)
+            text = text[:i] + text[i + 1] + text[i] + text[i + 2 :]
+    return text
+
+
+def fuzz_pipelines(cases: int, seed: int, workdir: Path, timeout: int = 20) -> FuzzResult:
+    """`cases` mutated pipeline strings on `PIPELINE_INPUT`; the bad ones are listed with
+    the pipeline that caused them (a string is its own reproducer)."""
+    rng = random.Random(seed)
+    result = FuzzResult()
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "pipeline-input.mlir"
+    path.write_text(PIPELINE_INPUT)
+    for _ in range(cases):
+        pipeline = mutate_pipeline(rng.choice(PIPELINES), rng)
+        outcome, message = run_case(path, pipeline, timeout)
+        result.counts[outcome] += 1
+        if outcome not in GOOD:
+            first = message.splitlines()[0] if message else ""
+            result.failures.append((outcome, f"-p {pipeline!r}: {first}"))
     return result

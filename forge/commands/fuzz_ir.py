@@ -10,7 +10,13 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pipeline", default="forge-pipeline")
+    parser.add_argument(
+        "--mutate",
+        choices=("ir", "pipeline"),
+        default="ir",
+        help="what to mutate: the repository's .mlir files (default) or pass pipeline strings",
+    )
+    parser.add_argument("--pipeline", default="forge-pipeline", help="the pipeline IR mutants run")
     parser.add_argument("--workdir", default="build/fuzz-ir", help="mutants and failures go here")
     parser.add_argument(
         "--save-regressions",
@@ -24,8 +30,14 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from pathlib import Path
 
-    from forge.tools.fuzz_ir import REGRESSIONS, fuzz
+    from forge.tools.fuzz_ir import REGRESSIONS, fuzz, fuzz_pipelines
 
+    if ns.mutate == "pipeline":
+        result = fuzz_pipelines(ns.cases, ns.seed, Path(ns.workdir))
+        print(result.summary())
+        for outcome, where in result.failures:
+            print(f"  {outcome}: {where}")
+        return 1 if result.bad else 0
     root = Path(__file__).resolve().parents[2]  # the repository
     save_dir = root / REGRESSIONS if ns.save_regressions else None
     result = fuzz(

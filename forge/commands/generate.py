@@ -97,12 +97,11 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
-def _eos_token_id(model: Any, tokenizer: Any | None) -> int | None:
-    """The generation config's EOS (what eager `generate` stops at), else the tokenizer's."""
+def _eos_token_id(model: Any, tokenizer: Any | None) -> int | list[int] | None:
+    """The generation config's EOS id or ids (what eager `generate` stops at), else the
+    tokenizer's."""
     eos = model.generation_config.eos_token_id
-    if isinstance(eos, list) and len(eos) == 1:
-        eos = eos[0]
-    if isinstance(eos, int):
+    if isinstance(eos, int) or (isinstance(eos, list) and eos):
         return eos
     if eos is None and tokenizer is not None and isinstance(tokenizer.eos_token_id, int):
         return tokenizer.eos_token_id

@@ -24,6 +24,7 @@ reading rows up to `position`).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,13 +106,31 @@ class StaticCacheLM(torch.nn.Module):
             for buffer in self.cache_buffers():
                 buffer.zero_()
 
-    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache_position: torch.Tensor,
+        logits_at: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits of every position, or with `logits_at` (1-D indices into the chunk)
+        only of those: a prefill needs one row, and the vocabulary head on every padded
+        row of the prompt would dominate the time to first token."""
         layers = self.static_cache.layers
         for i, attribute, name in self._bindings:
             setattr(layers[i], attribute, getattr(self, name))
-        return self._step(input_ids, cache_position)
+        return self._step(input_ids, cache_position, logits_at)
 
-    def _step(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+    @property
+    def keeps_logits(self) -> bool:
+        """Whether the model's forward takes `logits_to_keep` (transformers' causal LMs)."""
+        return "logits_to_keep" in inspect.signature(self.model.forward).parameters
+
+    def _step(
+        self,
+        input_ids: torch.Tensor,
+        cache_position: torch.Tensor,
+        logits_at: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         layers = self.static_cache.layers
         # The attention layers write at cumulative_length (they derive positions from it);
         # set it from the step's first position, as transformers' export wrapper does.
@@ -119,8 +138,13 @@ class StaticCacheLM(torch.nn.Module):
             layers[i].cumulative_length.copy_(cache_position[0])
         for i in self.conv:
             layers[i].positions = cache_position
+        keep = {} if logits_at is None else {"logits_to_keep": logits_at}
         out = self.model(
-            input_ids=input_ids, attention_mask=None, cache=self.static_cache, use_cache=True
+            input_ids=input_ids,
+            attention_mask=None,
+            cache=self.static_cache,
+            use_cache=True,
+            **keep,
         )
         return out.logits
 
@@ -171,6 +195,8 @@ def capture_programs(
         "input_ids": torch.zeros(1, prompt_capacity, dtype=torch.long),
         "cache_position": torch.arange(prompt_capacity),
     }
+    if wrapper.keeps_logits:  # one row of logits, at the prompt's last real token
+        prefill["logits_at"] = torch.tensor([prompt_capacity - 1])
     decode = {
         "input_ids": torch.zeros(1, 1, dtype=torch.long),
         "cache_position": torch.tensor([min(prompt_capacity, capacity - 1)]),

@@ -43,9 +43,22 @@ class Program:
     report: CompileReport
     input_names: list[str]
 
-    def __call__(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
-        given = {"input_ids": input_ids, "cache_position": cache_position}
+    def __call__(
+        self, input_ids: torch.Tensor, cache_position: torch.Tensor, row: int = 0
+    ) -> torch.Tensor:
+        """The logits [1, rows, vocab]: of every position, or, for a program that takes
+        `logits_at`, only of position `row` of the chunk (then one row)."""
+        given = {
+            "input_ids": input_ids,
+            "cache_position": cache_position,
+            "logits_at": torch.tensor([row]),
+        }
         return self.executor(*(given[name] for name in self.input_names))[0]
+
+    @property
+    def one_row(self) -> bool:
+        """Whether the program returns only the logits of the row it is asked for."""
+        return "logits_at" in self.input_names
 
     def count_ops(self, name: str) -> int:
         """Ops called `name` in the planned function (on any device)."""
@@ -109,7 +122,7 @@ class CompiledLM:
         self,
         input_ids: torch.Tensor | Sequence[int],
         max_new_tokens: int,
-        eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
         keep_logits: bool = False,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -122,14 +135,15 @@ class CompiledLM:
         temperature) over the `top_k` largest logits (all without `top_k`) with a
         generator seeded by `seed` (the same seed gives the same tokens). A prompt longer
         than the prefill program is prefilled in chunks. Generation stops at
-        `max_new_tokens`, after `eos_token_id`, or when the cache is full (a note says
-        so). `on_token` is called with each token as soon as it is chosen."""
+        `max_new_tokens`, after `eos_token_id` (one id or several), or when the cache is
+        full (a note says so). `on_token` is called with each token as soon as it is chosen."""
         prompt = _prompt_ids(input_ids)
         length = len(prompt)
         check_prompt_length(length, self.capacity)
         if max_new_tokens < 0:
             raise ForgeError(f"max_new_tokens must be at least 0, got {max_new_tokens}")
         generator = sampler(temperature, top_k, seed)
+        stops = _eos_set(eos_token_id)
         self.stats = GenerationStats(prompt_tokens=length)
         self.notes = []
         self.step_logits = []
@@ -157,9 +171,11 @@ class CompiledLM:
             real = prompt[begin : min(begin + chunk_size, length)]
             ids = torch.zeros(1, chunk_size, dtype=torch.long)
             ids[0, : len(real)] = torch.tensor(real, dtype=torch.long)
-            logits = self.prefill(ids, torch.arange(begin, begin + chunk_size))
+            last = length - 1 - begin  # the prompt's last token (in the last chunk)
+            row = min(max(last, 0), chunk_size - 1)
+            logits = self.prefill(ids, torch.arange(begin, begin + chunk_size), row)
             bytes_moved += self.prefill.executor.stats.bytes_moved
-        tokens = [choose(logits[0, length - 1 - begin])]
+        tokens = [choose(logits[0, 0 if self.prefill.one_row else last])]
         self.stats.prefill_seconds = time.perf_counter() - start
         self.stats.prefill_chunks = chunks
         self.stats.prefill_bytes_moved = bytes_moved
@@ -168,7 +184,7 @@ class CompiledLM:
             if len(tokens) >= max_new_tokens:
                 self.stats.stop_reason = "max_new_tokens"
                 break
-            if eos_token_id is not None and tokens[-1] == eos_token_id:
+            if tokens[-1] in stops:
                 self.stats.stop_reason = "eos"
                 break
             position = length + len(tokens) - 1
@@ -185,6 +201,15 @@ class CompiledLM:
             self.stats.decode_bytes_moved.append(self.decode.executor.stats.bytes_moved)
             tokens.append(choose(logits[0, -1]))
         return tokens
+
+
+def _eos_set(eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
+    """The ids generation stops after (Llama 3's generation config lists several)."""
+    if eos_token_id is None:
+        return frozenset()
+    if isinstance(eos_token_id, int):
+        return frozenset({eos_token_id})
+    return frozenset(int(t) for t in eos_token_id)
 
 
 def check_prompt_length(length: int, capacity: int) -> None:
@@ -259,7 +284,7 @@ def _program(wrapper: StaticCacheLM, kwargs: dict, precision: str, granularity: 
         wrapper, (), kwargs, precision=precision, granularity=granularity
     )
     names = list(report.input_names)
-    unexpected = [n for n in names if n not in ("input_ids", "cache_position")]
+    unexpected = [n for n in names if n not in ("input_ids", "cache_position", "logits_at")]
     if unexpected:
         raise ForgeError(
             f"the static-cache program has unexpected input(s): {', '.join(unexpected)}"

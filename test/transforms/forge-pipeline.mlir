@@ -22,3 +22,14 @@
 
 // RUN: not forge-opt %samples/gpt2_attention.mlir -p "forge-pipeline{layout=nhwc}" 2>&1 | filecheck %s --check-prefix=BAD
 // BAD: forge-opt: error: invalid pass pipeline 'forge-pipeline{layout=nhwc}': layout must be one of auto, contiguous, channels-last, got 'nhwc'
+
+// `skip` takes a list of pass names (Phase 2 or later): without attention fusion the
+// attention stays unfused matmul/softmax.
+// RUN: forge-opt %samples/gpt2_attention.mlir -p 'forge-pipeline{skip=npu-fuse-attention,npu-cse}' --pass-statistics 2>%t.skip | filecheck %s --check-prefix=SKIP
+// RUN: filecheck %s --check-prefix=SKIP-STATS < %t.skip
+// SKIP-NOT:  npu.sdpa
+// SKIP:      npu.softmax
+// SKIP-NOT:  npu.sdpa
+// SKIP-STATS-NOT: npu-fuse-attention
+// SKIP-STATS-NOT: npu-cse
+// SKIP-STATS: npu-fuse-operators

@@ -214,6 +214,11 @@ def test_stops_at_eos_and_capacity(built: Built) -> None:
     first = tokens.index(eos)
     assert lm.generate(prompt, NEW_TOKENS, eos_token_id=eos) == tokens[: first + 1]
     assert lm.stats.stop_reason == "eos"
+    # Several EOS ids (Llama 3's generation config): the first one produced stops.
+    later = tokens[5]
+    stop = min(tokens.index(later), first)
+    assert lm.generate(prompt, NEW_TOKENS, eos_token_id=[later, eos]) == tokens[: stop + 1]
+    assert lm.stats.stop_reason == "eos"
 
     longest = CAPACITY - prompt.shape[1] + 1
     full = lm.generate(prompt, CAPACITY + 10)
