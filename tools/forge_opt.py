@@ -8,13 +8,23 @@ of registered passes and prints the result. Every user error ends in one
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import time
 from collections.abc import Sequence
+from io import BytesIO
 from typing import IO, NoReturn
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    DenseResourceAttr,
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+    UnknownLoc,
+)
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
@@ -27,6 +37,7 @@ from xdsl.utils.exceptions import (
     PassFailedException,
     VerifyException,
 )
+from xdsl.utils.lexer import Span
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -35,9 +46,32 @@ from forge.diagnostics import ForgeError, one_line, op_error, parse_error, repor
 from forge.dialects.context import verify_functions
 from forge.dialects.npu import NPU
 from forge.files import AtomicFile
+from forge.tools import reproducer
 from forge.tools.emit_dot import module_to_dot
+from forge.tools.ir_printing import (
+    ELIDED,
+    ELIDED_MESSAGE,
+    ElidingPrinter,
+    IRDumper,
+    IRPrintOptions,
+    pass_names,
+    wrap_signatures,
+)
+from forge.tools.pipeline_syntax import (
+    FUNCTION,
+    MODULE,
+    NestedSpec,
+    PassRecord,
+    format_nested,
+    functions_of,
+    isolated,
+    merge_runs,
+    parse_nested_pipeline,
+    pass_text,
+)
+from forge.tools.verify_diagnostics import Diagnostic, parse_annotations, verify
 from forge.transforms import defined_in, get_all_passes
-from forge.transforms.pattern_pass import collect_statistics, format_statistics
+from forge.transforms.pattern_pass import collect_statistics, format_statistics, trace_patterns
 
 TOOL = "forge-opt"
 xdsl_compat.apply()
@@ -60,6 +94,17 @@ class LocatingParser(Parser):
                 StringAttr(where.file), IntAttr(where.line), IntAttr(where.col)
             )
         return op
+
+    def _parse_builtin_dense_resource_attr(self) -> DenseResourceAttr:
+        """`dense_resource<__elided__>` is what --elide-elementsattrs-if-larger printed in
+        place of a constant: refuse it rather than read a constant with no data."""
+        after_keyword = self._current_token.span
+        attr = super()._parse_builtin_dense_resource_attr()
+        if attr.resource_handle.data != ELIDED:
+            return attr
+        start = after_keyword.input.content.rfind("dense_resource", 0, after_keyword.start)
+        where = Span(max(start, 0), after_keyword.end, after_keyword.input)
+        raise ParseError(where, ELIDED_MESSAGE)
 
 
 def spec_error(e: ArgSpecParseError) -> str:
@@ -111,12 +156,14 @@ def expanded(passes: Sequence[ModulePass]) -> list[ModulePass]:
     return flat
 
 
-def dump_pipeline(passes: Sequence[ModulePass]) -> str:
-    """MLIR's `--dump-pass-pipeline` text, and one comment per iterating pass naming
-    the round it repeats."""
-    flat = expanded(passes)
-    specs = ",".join(str(p.pipeline_pass_spec(include_default=True)) for p in flat)
-    lines = [f"Pass Manager with {len(flat)} passes:", f"builtin.module({specs})"]
+def dump_pipeline(passes: Sequence[ModulePass], anchors: Sequence[str] | None = None) -> str:
+    """MLIR's `--dump-pass-pipeline` text (function passes nested in `func.func(...)`),
+    and one comment per iterating pass naming the round it repeats."""
+    anchors = anchors or [MODULE] * len(passes)
+    nested = [(q, a) for p, a in zip(passes, anchors, strict=True) for q in expanded([p])]
+    flat = [q for q, _ in nested]
+    text = format_nested([(pass_text(q), a) for q, a in nested])
+    lines = [f"Pass Manager with {len(flat)} passes:", text]
     for p in flat:
         if p.name == "npu-optimize":
             round_ = ",".join(
@@ -126,6 +173,13 @@ def dump_pipeline(passes: Sequence[ModulePass]) -> str:
             rounds = p.iterations  # type: ignore[attr-defined]
             lines.append(f"// {p.name} repeats, up to {rounds} rounds: {round_}")
     return "\n".join(lines)
+
+
+def _count(text: str) -> int:
+    """An argparse type: a non-negative integer."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return int(text)
 
 
 def plugin_paths(argv: Sequence[str]) -> list[str]:
@@ -165,7 +219,10 @@ class ForgeOptMain(xDSLOptMain):
 
     def __init__(self, args: Sequence[str] | None = None):
         argv = list(sys.argv[1:] if args is None else args)
-        self._plugin_passes = [p for path in plugin_paths(argv) for p in load_pass_plugin(path)]
+        # --run-reproducer FILE: its recorded flags first (plugins load from them)
+        self._replaying, argv = reproducer.reproducer_argv(argv)
+        self._plugin_paths = plugin_paths(argv)
+        self._plugin_passes = [p for path in self._plugin_paths for p in load_pass_plugin(path)]
         try:
             super().__init__(description="Forge modular optimizer driver", args=argv)
         except ArgSpecParseError as e:  # a malformed -t spec; a BaseException in xDSL
@@ -225,6 +282,12 @@ class ForgeOptMain(xDSLOptMain):
             help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
         )
         arg_parser.add_argument(
+            "--load-pdl",
+            metavar="FILE.mlir",
+            help="PDL patterns for every npu-apply-pdl in -p without a file "
+            "(the same as -p 'npu-apply-pdl{file=FILE}')",
+        )
+        arg_parser.add_argument(
             "--verify-each",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -247,7 +310,124 @@ class ForgeOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--pass-statistics",
             action="store_true",
-            help="Print, per Forge pass, rewrites, ops before/after and milliseconds (stderr)",
+            help="Print, per Forge pass, rewrites, ops before/after and milliseconds, and, per "
+            "pattern, its hits (stderr)",
+        )
+        self.register_mlir_arguments(arg_parser)
+        self.register_diagnostic_arguments(arg_parser)
+
+    def register_diagnostic_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        """--verify-diagnostics with MLIR's meaning, xDSL's old one as --print-diagnostics,
+        and --trace-patterns."""
+        verify_flag = arg_parser._option_string_actions["--verify-diagnostics"]  # xDSL's
+        verify_flag.help = (
+            "Check the diagnostics against the input's `// expected-error {{...}}` "
+            "annotations (MLIR's rules: @+N, @-N, @above, @below, @unknown, -re); report "
+            "every mismatch and exit 1 if any"
+        )
+        arg_parser.add_argument(
+            "--print-diagnostics",
+            action="store_true",
+            help="Print each chunk's diagnostic (verifier, pass or parse error) to stdout "
+            "and go on, exit 0 (what xDSL calls --verify-diagnostics)",
+        )
+
+        def trace_names(text: str) -> frozenset[str]:
+            names = frozenset(n.strip() for n in text.split(",") if n.strip())
+            bad = [n for n in names if not n.replace("-", "").replace("_", "").isalnum()]
+            if bad:  # most likely the input file, taken as the optional value
+                raise argparse.ArgumentTypeError(
+                    f"'{bad[0]}' is not a pass or pattern name; write --trace-patterns=NAMES "
+                    "or put the input file first"
+                )
+            return names
+
+        arg_parser.add_argument(
+            "--trace-patterns",
+            nargs="?",
+            const=frozenset(),
+            type=trace_names,
+            metavar="NAMES",
+            help="Print each successful pattern application to stderr: pass, pattern, the "
+            "op it matched and where, ops created and erased; =NAMES (comma-separated "
+            "pass or pattern class names) keeps only those",
+        )
+
+    def register_mlir_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        """mlir-opt's pipeline, IR printing and crash reproducer flags."""
+        arg_parser.add_argument(
+            "--pass-pipeline",
+            dest="passes",
+            default=argparse.SUPPRESS,
+            help="The same as -p: MLIR's nested syntax, builtin.module(func.func(cse),...)",
+        )
+        names = "PASS[,PASS]"
+        arg_parser.add_argument(
+            "--print-ir-before", metavar=names, help="Print the IR before these passes"
+        )
+        arg_parser.add_argument(
+            "--print-ir-after", metavar=names, help="Print the IR after these passes"
+        )
+        arg_parser.add_argument(
+            "--print-ir-before-all", action="store_true", help="Print the IR before every pass"
+        )
+        arg_parser.add_argument(
+            "--print-ir-after-change",
+            action="store_true",
+            help="Print the IR after a pass only if the pass changed it",
+        )
+        arg_parser.add_argument(
+            "--print-ir-after-failure",
+            action="store_true",
+            help="Print the IR after a pass that raised or left invalid IR",
+        )
+        arg_parser.add_argument(
+            "--print-ir-module-scope",
+            action="store_true",
+            help="For passes nested under func.func(...), print the whole module",
+        )
+        arg_parser.add_argument(
+            "--print-ir-tree-dir",
+            metavar="DIR",
+            help="Write each IR dump to its own file in DIR instead of stderr",
+        )
+        arg_parser.add_argument(
+            "--elide-elementsattrs-if-larger",
+            metavar="N",
+            type=_count,
+            help="Print dense constants of more than N elements as "
+            "dense_resource<__elided__> (output and dumps; cannot be read back)",
+        )
+        arg_parser.add_argument(
+            "--crash-reproducer",
+            metavar="FILE",
+            help="Where to write the reproducer when a pass fails (default: a file under "
+            f"{reproducer.DEFAULT_DIR}/; 'none': write none)",
+        )
+        arg_parser.add_argument(
+            "--run-reproducer",
+            metavar="FILE",
+            help="Replay a crash reproducer: its input, its pipeline and plugins",
+        )
+
+    def _print_options(self) -> IRPrintOptions:
+        """The --print-ir-* flags, pass names checked against the registered passes."""
+        a = self.args
+        before, after = pass_names(a.print_ir_before), pass_names(a.print_ir_after)
+        for flag, names in (("--print-ir-before", before), ("--print-ir-after", after)):
+            unknown = sorted(names - set(self.available_passes))
+            if unknown:
+                raise ForgeError(f"{flag}: unknown pass {', '.join(map(repr, unknown))}")
+        return IRPrintOptions(
+            before=before,
+            after=after,
+            before_all=a.print_ir_before_all,
+            after_all=a.print_ir_after_all,
+            after_change=a.print_ir_after_change,
+            after_failure=a.print_ir_after_failure,
+            module_scope=a.print_ir_module_scope,
+            tree_dir=a.print_ir_tree_dir,
+            elide_larger=a.elide_elementsattrs_if_larger,
         )
 
     @staticmethod
@@ -259,18 +439,37 @@ class ForgeOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         self._timings: list[tuple[str, float]] = []
         self._pass_start = 0.0
+        self._dumps = IRDumper(self._print_options(), generic=self.args.print_op_generic)
+        self._input: tuple[str, int] = ("", 0)
+        if self._replaying and self.args.input_file is not None:
+            raise ForgeError("--run-reproducer replays the reproducer's input: give no input file")
         try:
-            self.pipeline = PassPipeline.parse_spec(
-                self.available_passes, self.args.passes, self._after_pass
-            )
-        except ArgSpecParseError as e:  # a BaseException in xDSL; its text spans lines
-            raise ForgeError(f"invalid pass pipeline '{self.args.passes}': {spec_error(e)}") from e
-        except Exception as e:  # unknown pass, bad option: xDSL raises several kinds
+            specs = parse_nested_pipeline(self.args.passes)
+            unknown = [s for s in specs if s.spec.name not in self.available_passes]
+            if unknown:
+                names = [s.spec.name for s in unknown]
+                raise ValueError(f"Unrecognized passes: {names} (column {unknown[0].column})")
+            passes = tuple(self._instantiate(s) for s in specs)
+        except Exception as e:  # syntax, unknown pass, bad option: xDSL raises several kinds
             raise ForgeError(
                 f"invalid pass pipeline '{self.args.passes}': {one_line(str(e))}"
             ) from e
+        if self.args.load_pdl is not None:  # outside the try: its error is its own
+            # xDSL's PDL interpreter takes ~0.5 s to import: only when asked for.
+            from forge.transforms.npu_apply_pdl import bind_pdl_file
+
+            passes = bind_pdl_file(passes, self.args.load_pdl)
+        self.pipeline = PassPipeline(passes, self._after_pass)
+        self._anchors = tuple(s.anchor for s in specs)
         if self.args.dump_pass_pipeline:
-            print(dump_pipeline(self.pipeline.passes), file=sys.stderr)
+            print(dump_pipeline(self.pipeline.passes, self._anchors), file=sys.stderr)
+
+    def _instantiate(self, spec: NestedSpec) -> ModulePass:
+        """The pass `spec` names, with its options; option errors name its column."""
+        try:
+            return self.available_passes[spec.spec.name]().from_pass_spec(spec.spec)
+        except Exception as e:
+            raise ValueError(f"{one_line(str(e))} (column {spec.column})") from e
 
     def _after_pass(
         self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
@@ -289,26 +488,109 @@ class ForgeOptMain(xDSLOptMain):
                 verify_module(module, after=previous.name)
             if self.args.check_numerics:
                 self._numerics.check(module, previous.name)
-            if self.args.print_ir_after_all:
-                print(f"// -----// IR Dump After {previous.name} //----- //", file=sys.stderr)
-                Printer(stream=sys.stderr).print_op(module)
-                print(file=sys.stderr)
-            elif self.args.print_between_passes and next_pass is not None:
+            if self.args.print_between_passes and next_pass is not None:
                 print(f"IR after {previous.name}:")
                 Printer(stream=sys.stdout).print_op(module)
                 print("\n\n")
         self._pass_start = time.perf_counter()
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        with collect_statistics() as records:
-            self.pipeline.apply(self.ctx, prog)
+        with collect_statistics() as records, trace_patterns(self.args.trace_patterns):
+            self._run_pipeline(prog, records)
         if self.args.pass_statistics:
             print(format_statistics(records), file=sys.stderr)
 
+    def _run_pipeline(self, module: ModuleOp, records: list[PassRecord]) -> None:
+        """Run the passes in order, each on the module or, nested under func.func(...),
+        on every function in turn (in a module of its own, as a function pass sees only
+        its function); `_after_pass` verifies and checks the whole module after each."""
+        passes = self.pipeline.passes
+        self._after_pass(None, module, passes[0] if passes else None)
+        for i, (p, anchor) in enumerate(zip(passes, self._anchors, strict=True)):
+            next_pass = passes[i + 1] if i + 1 < len(passes) else None
+            if anchor == FUNCTION:
+                first = len(records)
+                functions = functions_of(module)
+                for function in functions:
+                    before = self._run_pass(p, function, module)
+                    self._dumps.after(p, function, module, before)
+                records[first:] = merge_runs(records[first:], len(functions))
+                self._checked(p, module, next_pass, None)
+                continue
+            before = self._run_pass(p, module, module)
+            self._checked(p, module, next_pass, before)
+            self._dumps.after(p, module, module, before)
+
+    def _run_pass(self, p: ModulePass, op: ModuleOp | func.FuncOp, module: ModuleOp) -> str | None:
+        """Apply `p` to `op` (the module or one of its functions); on failure dump the
+        IR and write a crash reproducer. Returns the IR text before, if kept."""
+        before = self._dumps.before(p, op, module)
+        try:
+            if isinstance(op, ModuleOp):
+                p.apply(self.ctx, op)
+            else:
+                with isolated(op) as scratch:
+                    p.apply(self.ctx, scratch)
+        except Exception as e:
+            self._dumps.failed(p, op, module, before)
+            self._write_reproducer(e, p)
+            raise
+        return before
+
+    def _checked(
+        self, p: ModulePass, module: ModuleOp, next_pass: ModulePass | None, before: str | None
+    ) -> None:
+        """`_after_pass` (verification, numerics); dumps the IR when it finds `p` broke it."""
+        try:
+            self._after_pass(p, module, next_pass)
+        except Exception:
+            self._dumps.failed(p, module, module, before)
+            raise
+
+    def _write_reproducer(self, error: Exception, p: ModulePass) -> None:
+        """MLIR's crash reproducer: the input and pipeline, named on the error line. By
+        default only for crashes and xDSL pass failures: a ForgeError is a diagnosed user
+        error (a missing file, a refused input) unless --crash-reproducer asks; and not
+        when replaying one."""
+        target = self.args.crash_reproducer
+        diagnosed = isinstance(error, ForgeError)
+        if target == "none" or (target is None and (self._replaying or diagnosed)):
+            return
+        text, offset = self._input
+        a = self.args
+        arguments = reproducer.replay_arguments(
+            a.passes,
+            self._plugin_paths,
+            a.verify_each,
+            a.disable_verify,
+            a.allow_unregistered_dialect,
+            a.no_implicit_module,
+        )
+        failure = f"pass '{p.name}' raised {type(error).__name__}: {one_line(str(error))}"
+        repro = reproducer.Reproducer(self.get_input_name(), offset, arguments, text, failure)
+        try:
+            path = repro.write(target)
+        except OSError as e:
+            path = f"not written: {one_line(str(e))}"
+        setattr(error, reproducer.ATTRIBUTE, path)
+
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         """Any file is read as MLIR text, whatever its extension, as mlir-opt does."""
+        if self._replaying:
+            return BytesIO(self._replay.text.encode()), "mlir"
         stream, _ = super().get_input_stream()
         return stream, "mlir"
+
+    def get_input_name(self) -> str:
+        """A replayed reproducer's input keeps its original name in diagnostics."""
+        if self._replaying:
+            return self._replay.source
+        return super().get_input_name()
+
+    @property
+    def _replay(self) -> reproducer.Reproducer:
+        assert self._replaying is not None
+        return self._replaying
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp:
         data = chunk.read()
@@ -319,6 +601,9 @@ class ForgeOptMain(xDSLOptMain):
                 f"not UTF-8 text ({e.reason} at byte {e.start}); forge-opt reads MLIR text",
                 self.get_input_name(),
             ) from e
+        if self._replaying:
+            start_offset += self._replay.line_offset
+        self._input = (text, start_offset)  # for a crash reproducer
         if start_offset:
             text = "\n" * start_offset + text  # keep line numbers true under --split-input-file
         parser = LocatingParser(self.ctx, text, self.get_input_name())
@@ -340,6 +625,24 @@ class ForgeOptMain(xDSLOptMain):
             return self._plan_program(module, spec if spec.name == "python" else None)
         return self.output_resulting_program(module)
 
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """xDSL's MLIR output, or with --elide-elementsattrs-if-larger the same through
+        the printer that elides large constants (and long signatures wrapped)."""
+        if self.args.elide_elementsattrs_if_larger is None:
+            return super().output_resulting_program(prog)
+        out = io.StringIO()
+        printer = ElidingPrinter(
+            stream=out,
+            print_generic_format=self.args.print_op_generic,
+            print_properties_as_attributes=self.args.print_no_properties,
+            print_debuginfo=self.args.print_debuginfo,
+            elide_larger=self.args.elide_elementsattrs_if_larger,
+        )
+        printer.print_op(prog)
+        printer.print_metadata(self.ctx.loaded_dialects)
+        out.write("\n\n")
+        return wrap_signatures(out.getvalue())
+
     def _plan_program(self, module: ModuleOp, spec: ArgSpec | None) -> str:
         """`-t python{granularity=... precision=...}`: option errors are one line too."""
         # torch-heavy: imported only when used, so plain forge-opt starts fast.
@@ -360,20 +663,37 @@ class ForgeOptMain(xDSLOptMain):
         target = None if self.args.output_file is None else AtomicFile(self.args.output_file)
         output = sys.stdout if target is None else target.stream
         succeeded = False
+        mismatches: list[str] = []
         try:
             for i, (chunk, offset) in enumerate(chunks):
                 if i > 0:
                     output.write("// -----\n")
+                source = b""
+                if self.args.verify_diagnostics:  # the annotations are read from a copy
+                    source = chunk.read()
+                    chunk.close()
+                    chunk = BytesIO(source)
+                emitted: list[Diagnostic] = []
                 try:
                     module = self.parse_chunk(chunk, "mlir", offset)
                     self.apply_passes(module)
                     output.write(self.render(module))
                 except (ForgeError, ParseError, DiagnosticException) as e:
-                    if not self._expected_diagnostic(e):
+                    if not self._expected_diagnostic(e, emitted):
                         raise
                 finally:
                     chunk.close()
+                if self.args.verify_diagnostics:
+                    name = self.get_input_name()
+                    expected = parse_annotations(source.decode(errors="replace"), name, offset + 1)
+                    mismatches += verify(expected, emitted, name)
                 output.flush()
+            if mismatches:
+                print("\n".join(mismatches), file=sys.stderr)
+                raise ForgeError(
+                    f"--verify-diagnostics: {len(mismatches)} mismatch(es) between the "
+                    "diagnostics and the expected-* annotations"
+                )
             succeeded = True
         finally:
             if target is not None and succeeded:
@@ -383,14 +703,27 @@ class ForgeOptMain(xDSLOptMain):
         if self.args.time_passes:
             self.print_timings()
 
-    def _expected_diagnostic(self, e: Exception) -> bool:
-        """Under --verify-diagnostics / --parsing-diagnostics, print and continue."""
-        as_forge = parse_error(e) if isinstance(e, ParseError) else e
-        if isinstance(e, ParseError) and self.args.parsing_diagnostics:
-            print(as_forge)
+    def _expected_diagnostic(self, e: Exception, emitted: list[Diagnostic]) -> bool:
+        """Whether a chunk's error is a result rather than a failure: under
+        --verify-diagnostics it joins `emitted`, to be checked against the annotations;
+        under --print-diagnostics (any error) or --parsing-diagnostics (parse errors) it
+        is printed to stdout."""
+        if isinstance(e, ParseError):
+            error = parse_error(e)
+        elif isinstance(e, ForgeError):
+            error = e
+        elif isinstance(e, PassFailedException):  # worded as main() reports it
+            error = ForgeError(f"pass failed: {one_line(str(e))}")
+        else:
+            error = ForgeError(one_line(str(e)))
+        if self.args.verify_diagnostics:
+            message = one_line(str(error.args[0]))
+            emitted.append(Diagnostic.at(error.location, "error", message, self.get_input_name()))
             return True
-        if not isinstance(e, ParseError) and self.args.verify_diagnostics:
-            print(as_forge if isinstance(e, ForgeError) else f"error: {one_line(str(e))}")
+        if self.args.print_diagnostics or (
+            isinstance(e, ParseError) and self.args.parsing_diagnostics
+        ):
+            print(error)
             return True
         return False
 
@@ -406,15 +739,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ForgeOptMain(args=argv).run()
     except ForgeError as e:
-        return report(e, TOOL)
+        return _report(e, e)
     except ParseError as e:
-        return report(parse_error(e), TOOL)
+        return _report(parse_error(e), e)
     except PassFailedException as e:
-        return report(ForgeError(f"pass failed: {one_line(str(e))}"), TOOL)
+        return _report(ForgeError(f"pass failed: {one_line(str(e))}"), e)
     except DiagnosticException as e:
-        return report(ForgeError(one_line(str(e))), TOOL)
+        return _report(ForgeError(one_line(str(e))), e)
+    except BrokenPipeError:
+        # The reader went away (`forge-opt ... | head`): not an error, as with mlir-opt.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OSError, UnicodeDecodeError) as e:
-        return report(ForgeError(one_line(str(e))), TOOL)
+        return _report(ForgeError(one_line(str(e))), e)
     except KeyboardInterrupt:
         return 130
     except Exception as e:
@@ -424,8 +762,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"internal error: {type(e).__name__}: {one_line(str(e))} "
             "(FORGE_TRACEBACK=1 shows the trace)"
         )
-        return report(ForgeError(message), TOOL)
+        return _report(ForgeError(message), e)
     return 0
+
+
+def _report(error: ForgeError, cause: BaseException) -> int:
+    """Print the one-line error, naming the crash reproducer written for `cause`, if any."""
+    path = getattr(cause, reproducer.ATTRIBUTE, None)
+    if path is not None:
+        error = ForgeError(f"{error.args[0]} (reproducer: {path})", error.location)
+    return report(error, TOOL)
 
 
 if __name__ == "__main__":

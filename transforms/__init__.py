@@ -35,6 +35,7 @@ FORGE_PASSES = {
     "npu-liveness": "npu_liveness",
     "npu-linear-scan": "npu_linear_scan",
     "npu-schedule-affinity": "npu_schedule_affinity",
+    "npu-apply-pdl": "npu_apply_pdl",
     "forge-pipeline": "forge_pipeline",
 }
 

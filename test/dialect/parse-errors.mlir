@@ -27,8 +27,10 @@
 // VERIFY:     stdin:1:58: error: 'npu.matmul' op contraction dimensions differ: lhs 2x3 has K=3, rhs 4x5 has K=4
 // VERIFY-NOT: {{.}}
 //
-// --verify-diagnostics does not swallow parse errors.
-// RUN: echo 'func.func @f(%x: tensor<4xf32>) { %0 = npu.neg %x func.return }' | not forge-opt --verify-diagnostics 2>&1 | filecheck %s --check-prefix=NOTYPE
+// --verify-diagnostics checks parse errors too: one that no annotation expects fails.
+// RUN: echo 'func.func @f(%x: tensor<4xf32>) { %0 = npu.neg %x func.return }' | not forge-opt --verify-diagnostics 2>&1 | filecheck %s --check-prefix=UNEXPECTED
+// UNEXPECTED-NOT: Traceback
+// UNEXPECTED:     stdin:1:51: error: unexpected error: Expected ':'
 //
 // --split-input-file without --parsing-diagnostics stops at the first bad chunk.
 // RUN: not forge-opt %s --split-input-file 2>&1 | filecheck %s --check-prefix=FIRST

@@ -1,4 +1,4 @@
-// --split-input-file processes each chunk on its own; --verify-diagnostics prints
+// --split-input-file processes each chunk on its own; --print-diagnostics prints
 // each chunk's diagnostic (with its true line number) and carries on.
 
 // RUN: forge-opt %s --split-input-file | filecheck %s

@@ -195,9 +195,9 @@ func.func @pinned(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 // ... but rejects one that ends before the value's last use (stale after a reordering).
-// ALONE: npu-linear-scan.mlir:[[# @LINE + 3]]:3: error: 'npu.neg' op vreg 1 has live = [1, 1] but is defined at 1 and last used at 2; rerun npu-liveness
 func.func @stale(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = npu.exp %x {vreg = 0 : i64, live = array<i64: 0, 1>} : tensor<4xf32>
+  // expected-error@+1 {{'npu.neg' op vreg 1 has live = [1, 1] but is defined at 1 and last used at 2; rerun npu-liveness}}
   %1 = npu.neg %0 {vreg = 1 : i64, live = array<i64: 1, 1>} : tensor<4xf32>
   %2 = npu.tanh %1 {vreg = 2 : i64, live = array<i64: 2, 3>} : tensor<4xf32>
   func.return %2 : tensor<4xf32>
