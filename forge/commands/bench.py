@@ -16,8 +16,12 @@ class BackendsOption(argparse.Action):
     def help(self) -> str:
         # Imported when help is shown, not at `forge` start-up (torch takes seconds).
         from forge.devtools.bench import backend_names
+        from forge.devtools.bench_generate import row_names
 
-        return f"comma-separated subset of {','.join(backend_names())}"
+        return (
+            f"comma-separated subset of {','.join(backend_names())}; "
+            f"with --generate: of {','.join(row_names())}"
+        )
 
     @help.setter
     def help(self, _: str | None) -> None:
@@ -51,7 +55,30 @@ def add_parser(sub: Any) -> None:
         help="fresh-process compiles per backend; the median is reported (default 3)",
     )
     parser.add_argument(
-        "--rounds", type=int, default=10, help="interleaved timing rounds (default 10)"
+        "--rounds",
+        type=int,
+        default=None,
+        help="interleaved timing rounds (default 10); with --generate: timed generate "
+        "calls per backend after one warm-up, the median reported (default 3)",
+    )
+    generate = parser.add_argument_group(
+        "--generate",
+        "token generation: Forge's compile_lm vs HF eager, HF static cache + torch.compile "
+        "and OpenVINO GenAI (fp32 and int8 weights; its venv: scripts/bench_generate.sh)",
+    )
+    generate.add_argument(
+        "--generate", action="store_true", help="benchmark generation instead of one forward"
+    )
+    generate.add_argument("--prompt-len", type=int, default=100, help="default 100")
+    generate.add_argument("--max-new-tokens", type=int, default=32, help="default 32")
+    generate.add_argument(
+        "--prompt-capacity", type=int, help="Forge's prefill size (default: the prompt length)"
+    )
+    generate.add_argument("--seed", type=int, default=0, help="random prompt seed (default 0)")
+    generate.add_argument(
+        "--genai-python",
+        help="python of the OpenVINO GenAI venv (default $FORGE_GENAI_PYTHON, else "
+        "build/venv-genai/bin/python)",
     )
 
 
@@ -61,6 +88,8 @@ def run(ns: argparse.Namespace) -> int:
 
     from forge.devtools.bench import backend_names, run_bench
 
+    if ns.generate:
+        return _run_generate(ns)
     backends = backend_names() if ns.backends == "all" else tuple(ns.backends.split(","))
     report = run_bench(
         ns.model,
@@ -70,7 +99,7 @@ def run(ns: argparse.Namespace) -> int:
         threads=ns.threads,
         tiny=ns.tiny,
         progress=lambda line: print(line, flush=True),
-        rounds=ns.rounds,
+        rounds=10 if ns.rounds is None else ns.rounds,
         compile_repeats=ns.compile_repeats,
     )
     print(report.format())
@@ -80,3 +109,41 @@ def run(ns: argparse.Namespace) -> int:
         print(f"wrote {ns.json_path}")
     failed = [r for r in report.results.values() if r.skipped.startswith("failed")]
     return 1 if failed or (report.ran("forge") is None and "forge" in backends) else 0
+
+
+def _run_generate(ns: argparse.Namespace) -> int:
+    # Imported when the command runs, not at `forge` start-up (torch takes seconds).
+    import json
+    import os
+    from pathlib import Path
+
+    from forge.devtools.bench_generate import (
+        GenerateSpec,
+        row_names,
+        run_generate_bench,
+    )
+
+    rows = row_names() if ns.backends == "all" else tuple(ns.backends.split(","))
+    spec = GenerateSpec(
+        model=ns.model,
+        tiny=ns.tiny,
+        prompt_len=ns.prompt_len,
+        max_new_tokens=ns.max_new_tokens,
+        seed=ns.seed,
+        rounds=3 if ns.rounds is None else ns.rounds,
+        threads=ns.threads or os.cpu_count() or 1,
+        prompt_capacity=ns.prompt_capacity,
+    )
+    report = run_generate_bench(
+        spec,
+        rows,
+        genai_python=Path(ns.genai_python) if ns.genai_python else None,
+        progress=lambda line: print(line, flush=True),
+    )
+    print(report.format())
+    if ns.json_path:
+        with atomic_write(ns.json_path) as f:
+            json.dump(report.to_json(), f, indent=2)
+        print(f"wrote {ns.json_path}")
+    failed = [r for r in report.results.values() if r.skipped and not r.backend.startswith("genai")]
+    return 1 if failed else 0

@@ -1,0 +1,116 @@
+"""`forge bench --generate` on a tiny model: the Forge and HF eager rows in their child
+processes, the table, token agreement, and OpenVINO GenAI rows that cannot run (no venv,
+a venv without GenAI) reported in one line each. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forge.devtools.bench_generate import (
+    GenerateReport,
+    GenerateSpec,
+    genai_program,
+    run_generate_bench,
+    timing,
+)
+from forge.diagnostics import ForgeError
+
+SPEC = GenerateSpec("gpt2", tiny=True, prompt_len=12, max_new_tokens=6, rounds=1, threads=1)
+MISSING = Path("/nonexistent/venv-genai/bin/python")
+
+
+@pytest.fixture(scope="module")
+def report() -> GenerateReport:
+    return run_generate_bench(SPEC, ["forge", "eager"])
+
+
+def test_forge_and_eager_generate_the_same_tokens(report: GenerateReport) -> None:
+    forge, eager = report.ran("forge"), report.ran("eager")
+    assert forge is not None and eager is not None, report.format()
+    assert len(forge.tokens) == len(eager.tokens) == SPEC.max_new_tokens
+    assert forge.tokens == eager.tokens
+    assert forge.prompt == eager.prompt and len(forge.prompt) == SPEC.prompt_len
+    assert report.agreement("forge") == (6, 6)
+    assert forge.ready_seconds is not None and eager.ready_seconds is None
+    for row in (forge, eager):
+        assert len(row.ttft_ms) == len(row.decode_tps) == SPEC.rounds
+    assert "compile prefill (12 tokens)" in forge.detail
+
+
+def test_table_has_a_row_per_backend_with_ratios_and_agreement(report: GenerateReport) -> None:
+    text = report.format()
+    assert "gpt2 (tiny)" in text and "6 new tokens" in text and "CPU: " in text
+    rows = {line.split("  ")[1]: line for line in text.splitlines() if line.startswith("  ")}
+    forge = rows["Forge (compile_lm)"]
+    eager = rows["HF eager (dynamic cache)"]
+    assert "forge-ugc" in forge and forge.rstrip().endswith("6/6")
+    assert "transformers" in eager and eager.rstrip().endswith("6/6")
+    assert forge.count("1.00x") == 3  # Forge against itself: ready, TTFT, tokens/s
+    assert eager.count("x ") >= 2  # TTFT and tokens/s against Forge; nothing compiled
+    data = json.loads(json.dumps(report.to_json()))
+    assert set(data["rows"]) == {"forge", "eager"}
+    assert data["rows"]["forge"]["agreement"] == [6, 6]
+
+
+def test_missing_genai_venv_is_a_one_line_row_not_a_traceback() -> None:
+    rows = ["genai-fp32", "genai-int8"]
+    report = run_generate_bench(SPEC, rows, genai_python=MISSING)
+    for row in rows:
+        result = report.results[row]
+        assert result.skipped.startswith(f"no GenAI venv at {MISSING}")
+        assert "\n" not in result.skipped
+    lines = report.format().splitlines()
+    assert any(
+        line.startswith("  OpenVINO GenAI fp32") and "skipped: no GenAI venv" in line
+        for line in lines
+    )
+    assert sum("skipped:" in line for line in lines) == 2
+
+
+def test_command_prints_the_reason_and_exits_0_without_the_genai_venv() -> None:
+    command = [sys.executable, "-m", "forge.cli", "bench", "gpt2", "--tiny", "--generate"]
+    command += ["--backends", "genai-int8", "--genai-python", str(MISSING)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "skipped: no GenAI venv" in done.stdout
+
+
+def test_a_venv_without_genai_fails_its_rows_in_one_line() -> None:
+    """Forge's own python has neither optimum nor openvino_genai: the export fails."""
+    report = run_generate_bench(SPEC, ["genai-fp32"], genai_python=Path(sys.executable))
+    why = report.results["genai-fp32"].skipped
+    assert why.startswith("export failed:") and "optimum" in why and "\n" not in why
+
+
+def test_timing_from_token_time_stamps() -> None:
+    timed = timing(10.0, [10.5, 10.75, 11.0], [1, 2, 3], 11.25)
+    assert timed.ttft_ms == pytest.approx(500.0)
+    assert timed.decode_tps == pytest.approx(4.0)  # two tokens in half a second
+    assert timed.seconds == pytest.approx(1.25)
+
+
+def test_genai_program_is_valid_python_without_forge_imports() -> None:
+    source = genai_program()
+    compile(source, "<genai>", "exec")
+    assert "import forge" not in source and "from forge" not in source
+
+
+def test_bad_arguments_are_user_errors() -> None:
+    with pytest.raises(ForgeError, match="unknown --generate backend"):
+        run_generate_bench(SPEC, ["inductor"])
+    with pytest.raises(ForgeError, match="--max-new-tokens must be at least 2"):
+        run_generate_bench(GenerateSpec("gpt2", tiny=True, max_new_tokens=1), ["eager"])
+
+
+def test_a_failing_row_says_why_in_one_line() -> None:
+    spec = GenerateSpec("no-such-model", prompt_len=4, max_new_tokens=2, rounds=1, threads=1)
+    report = run_generate_bench(spec, ["eager"])
+    why = report.results["eager"].skipped
+    assert why.startswith("failed: error: ") and "'no-such-model'" in why, why
+    assert "\n" not in why and f"skipped: {why}" in report.format()
