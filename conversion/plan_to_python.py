@@ -787,10 +787,7 @@ def plan_to_python(
     terminator = function.body.block.last_op
     assert isinstance(terminator, func.ReturnOp)
     returned = names(terminator.arguments)
-    in_place = npu.in_place_writes(function)
-    for result, arg in writes:
-        if result in in_place:  # npu.cache_update wrote it during the call
-            continue
+    for result, arg in npu.copied_write_backs(function):  # not what cache_update did
         program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {npu.WRITES}")
     program.body.append(f"return {_tuple(returned[: len(returned) - len(writes)])}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))

@@ -818,6 +818,13 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     return frozenset(done)
 
 
+def copied_write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
+    """The write-backs a caller still has to copy after a call: `write_backs` without
+    those an `npu.cache_update` did in place (one rule for every executor)."""
+    in_place = in_place_writes(function)
+    return [(r, a) for r, a in write_backs(function) if r not in in_place]
+
+
 def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:
     """The weighted linear ops that read `value` as their weight."""
     return [

@@ -182,8 +182,7 @@ class CompiledNPUExecutor:
         slots = tuple(self._slot(v) for v in terminator.arguments)
         user_results = len(slots) - len(self._writes)
         self._results = slots[:user_results]
-        in_place = npu.in_place_writes(function)
-        self._write_slots = tuple((slots[r], a) for r, a in self._writes if r not in in_place)
+        self._write_slots = tuple((slots[r], a) for r, a in npu.copied_write_backs(function))
         """(result slot, argument slot): copied back after a call (an `npu.cache_update`
         wrote the others in place)."""
         self._steps = self._mark_state_inputs(function, written)

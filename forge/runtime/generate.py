@@ -48,11 +48,9 @@ class Program:
     ) -> torch.Tensor:
         """The logits [1, rows, vocab]: of every position, or, for a program that takes
         `logits_at`, only of position `row` of the chunk (then one row)."""
-        given = {
-            "input_ids": input_ids,
-            "cache_position": cache_position,
-            "logits_at": torch.tensor([row]),
-        }
+        given = {"input_ids": input_ids, "cache_position": cache_position}
+        if self.one_row:
+            given["logits_at"] = torch.tensor([row])
         return self.executor(*(given[name] for name in self.input_names))[0]
 
     @property

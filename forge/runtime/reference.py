@@ -64,10 +64,9 @@ class ReferenceExecutor:
             steps.append((cpu_kernel(op), tuple(slots[v] for v in op.operands), tuple(outputs)))
             self._ops.append(op)
         writes = npu.write_backs(function)
-        in_place = npu.in_place_writes(function)
         self._steps = steps
         self._results = results[: len(results) - len(writes)]
-        self._writes = tuple((results[r], a) for r, a in writes if r not in in_place)
+        self._writes = tuple((results[r], a) for r, a in npu.copied_write_backs(function))
         """(result slot, argument slot): state copied back after a call (an
         `npu.cache_update` wrote its state during the call already)."""
         self._slots = slots
