@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, is_float
@@ -65,10 +65,21 @@ class Capability:
                 return "zero-size tensor (NNFactory builds no empty tensors; torch runs it)"
             if any(d > MAX_NNFACTORY_DIM for d in shape):
                 return f"a dimension above {MAX_NNFACTORY_DIM} (NNFactory shapes are uint32)"
-            element = str(t.get_element_type())
+            element = _element_name(t.get_element_type())
             if index not in self.any_dtype_operands and element not in self.dtypes:
                 return f"element type {element}"
         return self.check(op) if self.check is not None else None
+
+
+_ELEMENT_NAMES: dict[Attribute, str] = {}
+
+
+def _element_name(element: Attribute) -> str:
+    """`str(element)`, remembered: printing an attribute costs more than the whole check."""
+    name = _ELEMENT_NAMES.get(element)
+    if name is None:
+        name = _ELEMENT_NAMES[element] = str(element)
+    return name
 
 
 MAX_NNFACTORY_DIM = (1 << 32) - 1

@@ -361,6 +361,21 @@ def generic_kernel(op: npu.GenericOp) -> Kernel:
     return run
 
 
+THREADED_OPCODES = ("aten.conv", "aten.mm", "aten.bmm", "aten.baddbmm")
+"""Generic ops (by opcode prefix) with enough arithmetic per byte for torch's pool."""
+
+
+def wants_threads(op: Operation) -> bool:
+    """Whether `op`'s CPU kernel is compute-bound enough to run on torch's whole thread
+    pool next to NNFactory graphs (`forge.runtime.threads`): matmuls, linears,
+    attention and convolutions. Copies, masks, elementwise and index ops are not: on one
+    thread they cost microseconds, and a parallel one leaves OpenMP workers spinning on
+    the cores the next graph needs."""
+    if isinstance(op, (npu.MatmulOp, npu.SDPAOp, *npu.WEIGHTED_LINEAR_OPS)):
+        return True
+    return isinstance(op, npu.GenericOp) and op.opcode_attr.data.startswith(THREADED_OPCODES)
+
+
 def cpu_kernel(op: Operation) -> Kernel:
     """The pre-resolved callable that executes `op` on the CPU."""
     match op:

@@ -13,7 +13,8 @@
   forge calibrate                                   fit the cost model to measured latency
   forge report [--bench FILE]                       PNG plots of passes, buffers, bench
   forge fuzz-ir / fuzz-models [--cases N]           differential and IR fuzzing
-  forge doctor                                      NNFactory smoke test on this machine
+  forge doctor [--profile]                          NNFactory smoke test; the host profile
+  forge cache ls|clear [--older-than AGE]           the compile cache's entries
 
 MODEL is one of the built-in names (`forge models` lists them), a local Hugging Face
 checkpoint directory (safetensors; `--allow-pickle`, `--trust-remote-code` to loosen), or
@@ -33,6 +34,7 @@ from forge.commands import (
     ablate,
     autotune,
     bench,
+    cache,
     calibrate,
     check,
     compile,
@@ -67,6 +69,7 @@ COMMANDS: dict[str, ModuleType] = {
     "fuzz-ir": fuzz_ir,
     "fuzz-models": fuzz_models,
     "doctor": doctor,
+    "cache": cache,
 }
 """Command name -> its module under `forge.commands` (each has `add_parser` and `run`).
 A new command is one module there and one line here."""

@@ -17,11 +17,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing forge and its dependencies (torch==2.13.0, xdsl, lit, filecheck, ...)"
+  echo "[setup] installing forge and its dependencies (torch==2.13.0, xdsl, lit, filecheck, ray, ...)"
   mkdir -p "$ROOT/build"
   log=$ROOT/build/pip.log
   if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
-         && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"; } >"$log" 2>&1
+         && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test,distributed]"; } >"$log" 2>&1
   then
     grep -v "^WARNING: Location" "$log" | tail -n 20 >&2
     echo "[setup] error: pip failed; full log in $log" >&2

@@ -22,12 +22,14 @@ import io
 import random
 import re
 import signal
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from forge.campaign import Campaign
 from forge.devtools.shrink import Budget, ddmin
 from forge.diagnostics import ForgeError
 from forge.tools.forge_opt import main
@@ -130,6 +132,33 @@ def run_case(path: Path, pipeline: str, timeout: int) -> tuple[str, str]:
     if len(text.splitlines()) != 1:
         return "multi-line diagnostic", text
     return "diagnostic", text
+
+
+@dataclass(frozen=True)
+class IrCase:
+    """One campaign case: an input text run through one pipeline (plain data, so a Ray
+    worker can run it)."""
+
+    name: str
+    """The file name diagnostics show, the same wherever the case runs."""
+    text: str
+    pipeline: str
+    timeout: int
+
+
+def run_ir_case(case: IrCase) -> tuple[str, str]:
+    """`run_case` on `case.text` in a private temporary directory; paths in the
+    diagnostic read `case.name`, so every worker reports the same message."""
+    with tempfile.TemporaryDirectory(prefix="forge-fuzz-ir-") as tmp:
+        path = Path(tmp) / case.name
+        path.write_text(case.text)
+        outcome, message = run_case(path, case.pipeline, case.timeout)
+    return outcome, message.replace(str(path), case.name)
+
+
+def _crashed(case: IrCase, why: str) -> tuple[str, str]:
+    """A worker that died or hung: a hang is a hang, anything else a crash."""
+    return ("hang", "") if why.startswith("hang") else ("crash", why)
 
 
 def signature(outcome: str, message: str) -> str:
@@ -236,28 +265,33 @@ def fuzz(
     timeout: int = 20,
     shrink: bool = True,
     save_dir: Path | None = None,
+    campaign: Campaign | None = None,
 ) -> FuzzResult:
     """`cases` mutants through forge-opt; each bad one is kept, shrunk and written as a lit
-    test under `workdir/regressions` (and copied to `save_dir` when given)."""
+    test under `workdir/regressions` (and copied to `save_dir` when given). The mutants
+    are drawn here and run by `campaign` (in order, serial by default); failures shrink
+    here, on the driver."""
     texts = corpus(root)
     if not texts:
         raise ForgeError(f"no .mlir corpus under {root}")
     rng = random.Random(seed)
+    runs = [
+        IrCase(f"case{i}.mlir", mutate(rng.choice(texts), rng), pipeline, timeout)
+        for i in range(cases)
+    ]
     result = FuzzResult()
     workdir.mkdir(parents=True, exist_ok=True)
-    for i in range(cases):
-        path = workdir / f"case{i}.mlir"
-        path.write_text(mutate(rng.choice(texts), rng))
-        outcome, message = run_case(path, pipeline, timeout)
+    outcomes = (campaign or Campaign(timeout=timeout + 30)).map(run_ir_case, runs, _crashed)
+    for case, (outcome, message) in zip(runs, outcomes, strict=True):
         result.counts[outcome] += 1
         if outcome in GOOD:
             continue
         kept = workdir / f"failure{len(result.failures)}.mlir"
-        path.replace(kept)
+        kept.write_text(case.text)
         result.failures.append((outcome, f"{kept}: {message.splitlines()[0] if message else ''}"))
         if not shrink:
             continue
-        text, wanted, final = shrink_case(kept.read_text(), pipeline, workdir, timeout)
+        text, wanted, final = shrink_case(case.text, pipeline, workdir, timeout)
         test = lit_test(text, wanted, final, pipeline)
         result.regressions.append(save_regression(test, workdir / "regressions"))
         if save_dir is not None:
@@ -275,7 +309,7 @@ PIPELINES = (
     "npu-fuse-operators{alpha=0.4},npu-optimize-layout{layout=contiguous}",
     "npu-fold-constants{max_elements=4}",
     "forge-pipeline{iterations=1 alpha=0.5 skip=npu-cse}",
-    "npu-assign-precision{precision=int8},npu-place-devices{cpu_head_gflops=0.5}",
+    "npu-assign-precision{precision=int8},npu-place-devices",
     "npu-optimize{iterations=2},npu-assign-vregs,npu-liveness,npu-linear-scan",
     'npu-assign-precision{precision=mixed fp16-weights=w1,"lm.weight"}',
 )
@@ -316,19 +350,27 @@ def mutate_pipeline(text: str, rng: random.Random) -> str:
     return text
 
 
-def fuzz_pipelines(cases: int, seed: int, workdir: Path, timeout: int = 20) -> FuzzResult:
+def fuzz_pipelines(
+    cases: int, seed: int, workdir: Path, timeout: int = 20, campaign: Campaign | None = None
+) -> FuzzResult:
     """`cases` mutated pipeline strings on `PIPELINE_INPUT`; the bad ones are listed with
     the pipeline that caused them (a string is its own reproducer)."""
     rng = random.Random(seed)
     result = FuzzResult()
     workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "pipeline-input.mlir"
-    path.write_text(PIPELINE_INPUT)
-    for _ in range(cases):
-        pipeline = mutate_pipeline(rng.choice(PIPELINES), rng)
-        outcome, message = run_case(path, pipeline, timeout)
+    runs = [
+        IrCase(
+            "pipeline-input.mlir",
+            PIPELINE_INPUT,
+            mutate_pipeline(rng.choice(PIPELINES), rng),
+            timeout,
+        )
+        for _ in range(cases)
+    ]
+    outcomes = (campaign or Campaign(timeout=timeout + 30)).map(run_ir_case, runs, _crashed)
+    for case, (outcome, message) in zip(runs, outcomes, strict=True):
         result.counts[outcome] += 1
         if outcome not in GOOD:
             first = message.splitlines()[0] if message else ""
-            result.failures.append((outcome, f"-p {pipeline!r}: {first}"))
+            result.failures.append((outcome, f"-p {case.pipeline!r}: {first}"))
     return result

@@ -19,9 +19,11 @@ included, which is how `forge ablate` builds its variants.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Self
 
 from xdsl.context import Context
@@ -66,8 +68,9 @@ class ForgePipelinePass(ModulePass):
     """Operator-fusion aggressiveness in [0, 1]."""
     layout: str = "auto"
     """auto | contiguous | channels-last."""
-    cpu_head_gflops: float = 0.0
-    """npu-place-devices: heads of at least this many GFLOP run on the CPU (0: none)."""
+    profile: str | None = None
+    """npu-place-devices: a host profile (JSON); fp32 linears go where it measured
+    them cheaper (unset: every op the NPU can run stays there)."""
     skip: tuple[str, ...] = ()
     """Passes to leave out, by name (Phase-2 passes or Phase 3-4 passes)."""
     precision: str = "fp32"
@@ -77,7 +80,6 @@ class ForgePipelinePass(ModulePass):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", float(self.alpha))
-        object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))
         skip = (self.skip,) if isinstance(self.skip, str) else tuple(self.skip)
         object.__setattr__(self, "skip", skip)
         known = (*PHASE2_PASSES, *PHASE34_PASSES)
@@ -90,7 +92,7 @@ class ForgePipelinePass(ModulePass):
 
     @classmethod
     def from_spec(cls, spec: ArgSpec) -> Self:
-        return super().from_spec(float_options(spec, "alpha", "cpu_head_gflops"))
+        return super().from_spec(float_options(spec, "alpha"))
 
     def passes(self) -> list[ModulePass]:
         """The pipeline, in order, without the skipped passes."""
@@ -104,7 +106,7 @@ class ForgePipelinePass(ModulePass):
             ),
             *precision,
             NpuUpdateStateInPlacePass(),
-            NpuPlaceDevicesPass(cpu_head_gflops=self.cpu_head_gflops),
+            NpuPlaceDevicesPass(profile=self.profile),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),
             NpuLivenessPass(),
@@ -174,10 +176,30 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+_PLAN_OPTIONS: ContextVar[Mapping[str, Any]] = ContextVar(
+    "plan_options", default=MappingProxyType({})
+)
+
+
+@contextmanager
+def plan_options(**options: Any) -> Iterator[None]:
+    """forge-pipeline options for every `plan()` inside the block, under the ones its
+    caller passes: how a driver that compiles through `compile_model` (which sets only
+    precision and placement) picks alpha, layout and iterations (`forge autotune
+    --latency`). Nests; the options are checked on entry."""
+    merged = {**_PLAN_OPTIONS.get(), **options}
+    ForgePipelinePass(**merged)
+    token = _PLAN_OPTIONS.set(MappingProxyType(merged))
+    try:
+        yield
+    finally:
+        _PLAN_OPTIONS.reset(token)
+
+
 def plan(module: ModuleOp, **options: Any) -> PlanReport:
-    """Run forge-pipeline (its options as keywords) in place on `module` and return
-    every pass's report."""
-    pipeline = ForgePipelinePass(**options)
+    """Run forge-pipeline (its options as keywords, over any `plan_options()` in force)
+    in place on `module` and return every pass's report."""
+    pipeline = ForgePipelinePass(**{**_PLAN_OPTIONS.get(), **options})
     with collect_statistics() as records, collect_reports() as reports, _collector_paused():
         pipeline.apply(make_context(), module)
     return PlanReport.from_runs(records, reports)

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.traits import is_side_effect_free
 
 from forge.dialects import npu
 from forge.dialects.shapes import normalize_dim, shape_of
+from forge.transforms.pattern_pass import side_effect_free
 
 # ------------------------------------------------------------------------- uses
 
@@ -117,7 +117,7 @@ def erase_dead_producers(values: Iterable[SSAValue], rewriter: PatternRewriter) 
     work = [value.owner for value in values]
     while work:
         op = work.pop()
-        if not isinstance(op, npu.NpuOp) or not is_unused(op) or not is_side_effect_free(op):
+        if not isinstance(op, npu.NpuOp) or not is_unused(op) or not side_effect_free(op):
             continue
         work.extend(operand.owner for operand in op.operands)
         rewriter.erase(op)

@@ -12,10 +12,9 @@ from typing import Any
 
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.traits import is_side_effect_free
 
 from forge.dialects import npu
-from forge.transforms.pattern_pass import NpuPatternPass
+from forge.transforms.pattern_pass import NpuPatternPass, side_effect_free
 
 
 def cse_key(op: Operation) -> tuple[Any, ...]:
@@ -35,7 +34,7 @@ class MergeIdenticalOp(RewritePattern):
         self.seen: dict[tuple[Any, ...], Operation] = {}
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, npu.NpuOp) or not op.results or not is_side_effect_free(op):
+        if not isinstance(op, npu.NpuOp) or not op.results or not side_effect_free(op):
             return
         key = cse_key(op)
         first = self.seen.setdefault(key, op)

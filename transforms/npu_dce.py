@@ -17,10 +17,9 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import is_side_effect_free
 
 from forge.dialects import npu
-from forge.transforms.pattern_pass import NpuPatternPass
+from forge.transforms.pattern_pass import NpuPatternPass, side_effect_free
 
 
 class EraseUnusedPureOp(RewritePattern):
@@ -31,7 +30,7 @@ class EraseUnusedPureOp(RewritePattern):
             return
         if any(result.uses for result in op.results):
             return
-        if not is_side_effect_free(op):
+        if not side_effect_free(op):
             return
         rewriter.erase(op)
 

@@ -29,7 +29,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import is_side_effect_free
 
 from forge.conversion.cpu_kernels import NoKernel, cpu_kernel
 from forge.dialects import npu
@@ -41,7 +40,7 @@ from forge.transforms.matchers import (
     scalar_value,
     splat_value,
 )
-from forge.transforms.pattern_pass import NpuPatternPass
+from forge.transforms.pattern_pass import NpuPatternPass, side_effect_free
 
 # ----------------------------------------------------------------------- helpers
 
@@ -349,7 +348,7 @@ def _evaluable(op: Operation) -> bool:
         return False
     if not all(constant_of(v) is not None for v in op.operands):
         return False
-    return is_side_effect_free(op)
+    return side_effect_free(op)
 
 
 def _operand_tensor(value: SSAValue) -> torch.Tensor:

@@ -372,10 +372,10 @@ class EnforcePreferredLayout(RewritePattern):
     def make_contiguous(
         self, op: Operation, index: int, operand: SSAValue, rewriter: PatternRewriter
     ) -> None:
-        if Contiguity().is_contiguous(operand):
-            return
         if self.layout != CONTIGUOUS and not isinstance(view_root(operand).owner, Block):
             return  # a view of an NPU-computed value: free inside the NNFactory graph
+        if Contiguity().is_contiguous(operand):  # after the cheap test above: most stop there
+            return
         native_b = self.layout != CONTIGUOUS and isinstance(op, npu.MatmulOp) and index == 1
         if native_b and (transposed := swapped_last_two_dims(operand)) is not None:
             # NNFactory runs matmul(a, b, False, True): copy b if needed, never b^T.

@@ -5,41 +5,34 @@ element types, ranks, static shapes, op-specific checks), and to the CPU otherwi
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
 stays on the device of the value it moves when that value comes from the CPU, and a
 constant that only CPU ops read is a CPU constant, rather than adding NPU round trips.
-A model head can also go to the CPU (`cpu-head-gflops=G`; off by default): a weighted
-fp32 linear whose result only the function returns (an LM head), that does at least G
-GFLOP, with its weight a function argument. The executor packs such a weight once for
-MKL's packed GEMM (`conversion.cpu_kernels.PackedLinear`), which ran GPT-2's LM head
-about 15% faster than OpenVINO's GEMM on the reference machine (docs/executor.md); at
-the end of the program this costs one NPU->CPU transition and no return trip. Inside
-the program the same move would cost two transitions per linear and a thread-pool
-hand-over each time (measured 1.4-1.5x slower), so only heads move. The option depends
-on the target, so the pass leaves it off; `compile_model` sets it to `CPU_HEAD_GFLOPS`
-at fp32 where MKL is present (`forge.runtime.executor.head_gflops_for`).
+With a host profile (`profile=PATH`, written by `forge.runtime.host_profile`; off by
+default), a weighted fp32 linear whose weight is a function argument goes to the CPU
+when this machine measured it faster there, transitions included
+(`forge.transforms.host_profile`): CPU time + hops x transition time < NNFactory time,
+each estimated from the nearest measured shape bucket. An LM head (only `func.return`
+reads it) adds one transition, a linear inside the program two, so measured speed
+decides both, with no rule about which CPU or library is present. The executor packs
+such a CPU linear's weight once (`conversion.cpu_kernels.PackedLinear`), as the profile
+measured it. `Placement.measured` keeps every such decision with its times.
 `placement_report()` says why each CPU op is there.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from dataclasses import dataclass
-from typing import Self
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import BlockArgument, Operation
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import ArgSpec
 
 from forge.conversion.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
 from forge.dialects.shapes import numel
-from forge.transforms.pattern_pass import float_options, run_on_functions
-
-CPU_HEAD_GFLOPS = 1.0
-"""The `cpu-head-gflops` the executor plans with at fp32: smaller heads stay on the NPU,
-where the transition to the CPU would cost more than the faster GEMM saves."""
+from forge.transforms.host_profile import HostProfile, ProfileError, load_profile
+from forge.transforms.pattern_pass import run_on_functions
 
 
 @dataclass
@@ -48,6 +41,8 @@ class Placement:
     cpu_ops: int
     cpu_reasons: Counter[str]
     """`"<op key>: <reason>"` -> count, for every op placed on the CPU."""
+    measured: Counter[str] = field(default_factory=Counter)
+    """Linears the host profile decided (either way): the measured reason -> count."""
 
 
 def _producer_device(op: Operation) -> str | None:
@@ -66,31 +61,52 @@ def _only_cpu_users(op: Operation) -> bool:
     return bool(users) and all(npu_rejects(user) is not None for user in users)
 
 
-def head_gflops(op: Operation) -> float | None:
-    """GFLOP of `op` when it is a head the CPU may take: a weighted fp32 linear whose
-    weight is a function argument and whose result only `func.return` reads."""
+def linear_sizes(op: Operation) -> tuple[int, int, int] | None:
+    """(rows, in, out) of `op` when the host profile may move it: a weighted fp32
+    linear with static shapes whose weight is a function argument (the executor packs
+    it once on the CPU, as the profile measured)."""
     if not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
         return None
     if op.precision is not None and op.precision.data != "fp32":
         return None
     if not isinstance(op.weight, BlockArgument):
         return None
-    users = [use.operation for use in op.results[0].uses]
-    if not users or not all(isinstance(user, func.ReturnOp) for user in users):
-        return None
     x, y = op.input.type, op.results[0].type
     if not isinstance(x, TensorType) or not isinstance(y, TensorType):
         return None
-    flops = numel([2, *x.get_shape(), *y.get_shape()[-1:]])  # 2 * rows * in * out
-    if str(y.get_element_type()) != "f32" or flops is None:
+    if str(y.get_element_type()) != "f32" or not x.get_shape() or not y.get_shape():
         return None
-    return flops / 1e9
+    rows = numel(x.get_shape()[:-1])
+    sizes = (rows, x.get_shape()[-1], y.get_shape()[-1])
+    if rows is None or any(d < 1 for d in sizes):
+        return None
+    return sizes
 
 
-def place(function: func.FuncOp, cpu_head_gflops: float = 0.0) -> Placement:
-    """Set `device` on every npu op of `function`, in op order; heads of at least
-    `cpu_head_gflops` GFLOP go to the CPU (0: none)."""
+def hops(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
+    """Device transitions that running `op` on the CPU adds: one if an NPU op produces
+    its input, one if some op other than `func.return` that the NPU can run reads it."""
+    source = op.input.owner
+    device = source.attributes.get("device") if isinstance(source, npu.NpuOp) else None
+    before = isinstance(device, StringAttr) and device.data == "npu"
+    users = [use.operation for result in op.results for use in result.uses]
+    after = any(not isinstance(u, func.ReturnOp) and npu_rejects(u) is None for u in users)
+    return int(before) + int(after)
+
+
+def _label(op: Operation, sizes: tuple[int, int, int]) -> str:
+    """`linear 128x768x50257 (head)`: what the measured reason names."""
+    users = [use.operation for use in op.results[0].uses]
+    head = bool(users) and all(isinstance(u, func.ReturnOp) for u in users)
+    kind = op.name.removeprefix("npu.")
+    return f"{kind} {'x'.join(map(str, sizes))}" + (" (head)" if head else "")
+
+
+def place(function: func.FuncOp, profile: HostProfile | None = None) -> Placement:
+    """Set `device` on every npu op of `function`, in op order; with `profile`, fp32
+    linears go where this host measured them cheaper."""
     reasons: Counter[str] = Counter()
+    measured: Counter[str] = Counter()
     counts = Counter[str]()
     for op in function.body.block.ops:
         if not isinstance(op, npu.NpuOp):
@@ -101,14 +117,18 @@ def place(function: func.FuncOp, cpu_head_gflops: float = 0.0) -> Placement:
             device, why = "cpu", "data movement stays with its CPU producer"
         if device == "npu" and isinstance(op, npu.ConstantOp) and _only_cpu_users(op):
             device, why = "cpu", "a constant only CPU ops read"
-        gflops = head_gflops(op) if device == "npu" and cpu_head_gflops > 0 else None
-        if gflops is not None and gflops >= cpu_head_gflops:
-            device, why = "cpu", f"a head of >= {cpu_head_gflops:g} GFLOP (packed CPU GEMM)"
+        movable = device == "npu" and isinstance(op, npu.WEIGHTED_LINEAR_OPS)
+        sizes = linear_sizes(op) if movable and profile is not None else None
+        if sizes is not None and profile is not None and isinstance(op, npu.WEIGHTED_LINEAR_OPS):
+            estimate = profile.linear_estimate(*sizes, hops=hops(op))
+            measured[estimate.reason(_label(op, sizes))] += 1
+            if estimate.device == "cpu":
+                device, why = "cpu", "measured faster on this host (host profile)"
         op.attributes["device"] = StringAttr(device)
         counts[device] += 1
         if why is not None:
             reasons[f"{capability_key(op)}: {why}"] += 1
-    return Placement(counts["npu"], counts["cpu"], reasons)
+    return Placement(counts["npu"], counts["cpu"], reasons, measured)
 
 
 def placement_report(placement: Placement) -> str:
@@ -121,25 +141,22 @@ def placement_report(placement: Placement) -> str:
 class NpuPlaceDevicesPass(ModulePass):
     name = "npu-place-devices"
 
-    cpu_head_gflops: float = 0.0
-    """Heads of at least this many GFLOP run on the CPU's packed GEMM (0: none; the
-    executor uses 1.0 at fp32)."""
+    profile: str | None = None
+    """A host profile (JSON, `forge.runtime.host_profile`): fp32 linears go where it
+    measured them cheaper. Unset: every op the NPU can run stays there."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "cpu_head_gflops", float(self.cpu_head_gflops))
-        if not 0 <= self.cpu_head_gflops < math.inf:
-            raise ValueError(
-                f"cpu-head-gflops must be a finite number >= 0, got {self.cpu_head_gflops:g}"
-            )
-
-    @classmethod
-    def from_spec(cls, spec: ArgSpec) -> Self:
-        return super().from_spec(float_options(spec, "cpu_head_gflops"))
+        if self.profile is None:
+            return
+        try:
+            load_profile(self.profile)  # a bad path or file fails here, in one line
+        except ProfileError as e:
+            raise ValueError(e.args[0]) from e
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_on_functions(
             self.name,
             op,
-            lambda f: place(f, self.cpu_head_gflops),
+            lambda f: place(f, load_profile(self.profile) if self.profile else None),
             lambda placement: placement.npu_ops + placement.cpu_ops,
         )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -38,10 +38,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
-from xdsl.traits import IsTerminator, is_side_effect_free
+from xdsl.traits import IsTerminator
 
 from forge.diagnostics import ForgeError, op_error
-from forge.transforms.pattern_pass import run_on_functions
+from forge.transforms.pattern_pass import run_on_functions, side_effect_free
 
 DEVICES = ("npu", "cpu")
 DEFAULT_DEVICE = "cpu"
@@ -98,7 +98,12 @@ def device_of(op: Operation) -> str:
 
 def has_side_effects(op: Operation) -> bool:
     """Side-effecting, or of unknown effects: such ops must not pass each other."""
-    return not is_side_effect_free(op)
+    return not side_effect_free(op)
+
+
+def self_and_nested(op: Operation) -> Iterable[Operation]:
+    """`op.walk()`, without a generator for an op that has no regions (almost all)."""
+    return op.walk() if op.regions else (op,)
 
 
 def body_ops(block: Block) -> list[Operation]:
@@ -131,7 +136,7 @@ def check_schedule(
         for i, op in enumerate(block.ops):
             if op.has_trait(IsTerminator) and op is not block.last_op:
                 raise op_error(op, "is a terminator but is not the last op of its block")
-            for nested in op.walk():
+            for nested in self_and_nested(op):
                 for operand in nested.operands:
                     owner = operand.owner
                     j = position.get(owner) if isinstance(owner, Operation) else None
@@ -178,7 +183,7 @@ class _Graph:
         last_effect: int | None = None
         for i, op in enumerate(ops):
             preds: set[int] = set()
-            for nested in op.walk():
+            for nested in self_and_nested(op):
                 for operand in nested.operands:
                     j = index.get(operand.owner)  # type: ignore[arg-type]
                     if j is not None and j != i:

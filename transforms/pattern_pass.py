@@ -21,15 +21,16 @@ from typing import Any, ClassVar, TextIO, TypeVar
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriterListener,
     PatternRewriteWalker,
     RewritePattern,
 )
+from xdsl.rewriter import InsertPoint
+from xdsl.traits import MemoryEffect, NoMemoryEffect, is_side_effect_free
 from xdsl.utils.arg_spec import ArgSpec
 
 from forge.diagnostics import location_of
@@ -168,8 +169,8 @@ def record(entry: PassRecord) -> None:
 def count_ops(module: Operation) -> int:
     """Import-level op count: ops inside function bodies, not counting `func.return`.
 
-    Plain loops rather than `walk()` generators: every pass run counts twice, and the
-    autotuner runs dozens of passes."""
+    Plain loops over the blocks' op lists rather than `walk()` generators or block
+    iterators: every pass run counts twice, and the autotuner runs dozens of passes."""
     count = 0
     stack = [module]
     while stack:
@@ -178,8 +179,16 @@ def count_ops(module: Operation) -> int:
             count += _count_nested(op)
         for region in op.regions:
             for block in region.blocks:
-                stack.extend(child for child in block.ops if child.regions)
+                child = block.first_op
+                while child is not None:
+                    if child.regions:
+                        stack.append(child)
+                    child = child.next_op
     return count
+
+
+_NOT_RETURN: dict[type[Operation], bool] = {}
+"""Op class -> not a `func.return` (isinstance on an op class is slow; ABC machinery)."""
 
 
 def _count_nested(op: Operation) -> int:
@@ -187,11 +196,56 @@ def _count_nested(op: Operation) -> int:
     count = 0
     for region in op.regions:
         for block in region.blocks:
-            for child in block.ops:
-                count += not isinstance(child, func.ReturnOp)
+            child = block.first_op
+            while child is not None:
+                cls = type(child)
+                counts = _NOT_RETURN.get(cls)
+                if counts is None:
+                    counts = _NOT_RETURN[cls] = not issubclass(cls, func.ReturnOp)
+                count += counts
                 if child.regions:
                     count += _count_nested(child)
+                child = child.next_op
     return count
+
+
+_EFFECT_FREE_CLASSES: dict[type[Operation], bool] = {}
+"""Op class -> its effect traits are all plain `NoMemoryEffect` (e.g. `Pure`)."""
+
+
+def side_effect_free(op: Operation) -> bool:
+    """xDSL's `is_side_effect_free(op)`, decided once per op class where the class alone
+    decides it (its effect traits say "no effect" whatever the op): DCE, CSE, folding and
+    scheduling ask it of every op, several times per pass run."""
+    cls = type(op)
+    pure = _EFFECT_FREE_CLASSES.get(cls)
+    if pure is None:
+        traits = op.get_traits_of_type(MemoryEffect)
+        pure = bool(traits) and all(
+            type(t).get_effects.__func__ is NoMemoryEffect.get_effects.__func__ for t in traits
+        )
+        _EFFECT_FREE_CLASSES[cls] = pure
+    return pure or is_side_effect_free(op)
+
+
+def functions_of(module: Operation) -> list[func.FuncOp]:
+    """The functions nested in `module`, in `walk()` order; only ops with regions are
+    descended into (not every op of every body, as `walk()` would)."""
+    found: list[func.FuncOp] = []
+
+    def visit(op: Operation) -> None:
+        if isinstance(op, func.FuncOp):
+            found.append(op)
+        for region in op.regions:
+            for block in region.blocks:
+                child = block.first_op
+                while child is not None:
+                    if child.regions:
+                        visit(child)
+                    child = child.next_op
+
+    visit(module)
+    return found
 
 
 def run_on_functions(
@@ -205,7 +259,7 @@ def run_on_functions(
     rewrites) with the op counts and time, like `run_patterns`."""
     before = count_ops(module)
     start = time.perf_counter()
-    functions = [f for f in module.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
+    functions = [f for f in functions_of(module) if f.body.blocks]
     results = [transform(f) for f in functions]
     total = sum(count(r) for r in results)
     record(PassRecord(name, total, before, count_ops(module), time.perf_counter() - start))
@@ -232,10 +286,6 @@ class PatternObserver:
             operation_removal_handler=[lambda op: self.erased.append(op.name)],
         )
 
-    def observe(self, pattern: RewritePattern) -> RewritePattern:
-        self.hits[type(pattern).__name__] = 0
-        return ObservedPattern(pattern, self)
-
     def applied(self, pattern: RewritePattern, op_name: str, location: str | None) -> None:
         self.hits[type(pattern).__name__] += 1
         traces = [t for t in self.traces if t.wants(self.pass_name, pattern)]
@@ -255,36 +305,157 @@ def _listed(names: Sequence[str]) -> str:
     return f"{len(names)} ({', '.join(names)})" if names else "0"
 
 
-class ObservedPattern(RewritePattern):
-    """`pattern`, reporting each application that changed the IR to its observer."""
+Matcher = Callable[[Operation, PatternRewriter], None]
 
-    def __init__(self, pattern: RewritePattern, observer: PatternObserver):
-        self.pattern = pattern
-        self.observer = observer
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if rewriter.has_done_action:  # an earlier pattern acted; the applier stops anyway
-            self.pattern.match_and_rewrite(op, rewriter)
-            return
-        op_name, location = op.name, op.location  # read now: the rewrite may erase `op`
-        self.observer.created.clear()
-        self.observer.erased.clear()
-        self.pattern.match_and_rewrite(op, rewriter)
-        if rewriter.has_done_action:
-            self.observer.applied(self.pattern, op_name, location_of(location))
+def _dispatch_entry(pattern: RewritePattern) -> tuple[Any, Matcher]:
+    """(the op types `pattern` can match, the function that matches them).
+
+    A `match_and_rewrite` decorated with xDSL's `op_type_rewrite_pattern` starts with an
+    isinstance test of its annotated op type; the types are read from that wrapper and the
+    decorated function is returned, bound, so that the driver tests each op class once and
+    calls the pattern body directly. Any other pattern may match any op (`Operation`)."""
+    method = type(pattern).match_and_rewrite
+    code = getattr(method, "__code__", None)
+    cells = getattr(method, "__closure__", None)
+    if (
+        code is None
+        or cells is None
+        or method.__qualname__ != "op_type_rewrite_pattern.<locals>.impl"
+    ):
+        return Operation, pattern.match_and_rewrite
+    captured = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True))
+    return captured["expected_type"], captured["func"].__get__(pattern)
 
 
 class CountingApplier(RewritePattern):
-    """Applies the first matching pattern per op and counts ops that were rewritten."""
+    """Applies the first matching pattern per op (in the listed order, as xDSL's
+    `GreedyRewritePatternApplier` without DCE) and counts ops that were rewritten.
 
-    def __init__(self, patterns: Sequence[RewritePattern]):
-        self.applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    Patterns are dispatched on the op's class: the patterns that can match a class are
+    found once per pass run, so an op is offered only to those (a pattern pass has up to
+    a dozen patterns and most match one op type). With an observer, each successful
+    application is counted per pattern and traced."""
+
+    def __init__(self, patterns: Sequence[RewritePattern], observer: PatternObserver | None = None):
+        self.entries = [(p, *_dispatch_entry(p)) for p in patterns]
+        self.by_class: dict[type[Operation], list[tuple[RewritePattern, Matcher]]] = {}
+        self.observer = observer
+        if observer is not None:
+            for p in patterns:
+                observer.hits[type(p).__name__] = 0
         self.rewrites = 0
 
+    def matchers(self, cls: type[Operation]) -> list[tuple[RewritePattern, Matcher]]:
+        found = [(p, match) for p, types, match in self.entries if issubclass(cls, types)]
+        self.by_class[cls] = found
+        return found
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        self.applier.match_and_rewrite(op, rewriter)
-        if rewriter.has_done_action:
-            self.rewrites += 1
+        cls = type(op)
+        matchers = self.by_class.get(cls)
+        if matchers is None:
+            matchers = self.matchers(cls)
+        if not matchers:
+            return
+        observer = self.observer
+        if observer is None:
+            for _, match in matchers:
+                match(op, rewriter)
+                if rewriter.has_done_action:
+                    self.rewrites += 1
+                    return
+            return
+        op_name, location = op.name, op.location  # read now: the rewrite may erase `op`
+        for pattern, match in matchers:
+            observer.created.clear()
+            observer.erased.clear()
+            match(op, rewriter)
+            if rewriter.has_done_action:
+                self.rewrites += 1
+                observer.applied(pattern, op_name, location_of(location))
+                return
+
+
+@dataclass(eq=False, repr=False)
+class DispatchingWalker(PatternRewriteWalker):
+    """xDSL's greedy walker whose sweeps over the IR queue only the ops some pattern of
+    its `CountingApplier` can match: the others would be popped and offered to no
+    pattern. Ops the rewrites touch are still queued by the walker's listener, as in
+    xDSL, and the sweeps still repeat until one makes no rewrite."""
+
+    pattern: CountingApplier
+
+    def _populate_worklist(self, op: Operation | Region | Block) -> None:
+        # xDSL walks `op` with reverse=not walk_reverse (the worklist is a stack) and
+        # region_first=not walk_regions_first; the same order without nested generators.
+        reverse, region_first = not self.walk_reverse, not self.walk_regions_first
+        by_class, matchers_of = self.pattern.by_class, self.pattern.matchers
+        push = self._worklist.push
+
+        def visit(op: Operation) -> None:
+            if not region_first:
+                visit_self(op)
+            for region in reversed(op.regions) if reverse else op.regions:
+                visit_region(region)
+            if region_first:
+                visit_self(op)
+
+        def visit_self(op: Operation) -> None:
+            cls = type(op)
+            matchers = by_class.get(cls)
+            if matchers is None:
+                matchers = matchers_of(cls)
+            if matchers:
+                push(op)
+
+        def visit_region(region: Region) -> None:
+            for block in reversed(region.blocks) if reverse else region.blocks:
+                visit_block(block)
+
+        def visit_block(block: Block) -> None:
+            child = block.last_op if reverse else block.first_op
+            while child is not None:
+                if child.regions:
+                    visit(child)
+                else:
+                    visit_self(child)
+                child = child.prev_op if reverse else child.next_op
+
+        if isinstance(op, Operation):
+            visit(op)
+        elif isinstance(op, Region):
+            visit_region(op)
+        else:
+            visit_block(op)
+
+    def _process_worklist(self, listener: PatternRewriterListener) -> bool:
+        # xDSL's loop, except that an op no pattern can match (one the listener queued)
+        # is dropped before the rewriter is reset for it.
+        worklist, applier = self._worklist, self.pattern
+        by_class, matchers_of = applier.by_class, applier.matchers
+        rewriter: PatternRewriter | None = None
+        changed = False
+        while worklist:
+            op = worklist.pop()
+            matchers = by_class.get(type(op))
+            if matchers is None:
+                matchers = matchers_of(type(op))
+            if not matchers:
+                continue
+            if rewriter is None:
+                rewriter = PatternRewriter(op)
+                rewriter.extend_from_listener(listener)
+            rewriter.has_done_action = False
+            rewriter.current_operation = op
+            rewriter.insertion_point = InsertPoint.before(op)
+            rewriter.name_hint = None
+            try:
+                applier.match_and_rewrite(op, rewriter)
+            except Exception as err:
+                op.emit_error(f"Error while applying pattern: {err}", underlying_error=err)
+            changed |= rewriter.has_done_action
+        return changed
 
 
 def run_patterns(
@@ -297,18 +468,14 @@ def run_patterns(
     before = count_ops(module)
     start = time.perf_counter()
     observer = PatternObserver(name, _TRACES.get()) if _COLLECTORS.get() or _TRACES.get() else None
-    if observer is None:
-        counting = CountingApplier(patterns)
-        walker = PatternRewriteWalker(counting, walk_reverse=walk_reverse)
-    else:
-        counting = CountingApplier([observer.observe(p) for p in patterns])
-        walker = PatternRewriteWalker(
-            counting, walk_reverse=walk_reverse, listener=observer.listener()
-        )
-    walker.rewrite_module(module)
+    counting = CountingApplier(patterns, observer)
+    listener = PatternRewriterListener() if observer is None else observer.listener()
+    DispatchingWalker(counting, walk_reverse=walk_reverse, listener=listener).rewrite_module(module)
     seconds = time.perf_counter() - start
     hits = {} if observer is None else observer.hits
-    record(PassRecord(name, counting.rewrites, before, count_ops(module), seconds, hits))
+    # No rewrite, no change: patterns change the IR only through the rewriter.
+    after = count_ops(module) if counting.rewrites else before
+    record(PassRecord(name, counting.rewrites, before, after, seconds, hits))
     return counting.rewrites
 
 

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from forge.campaign import Campaign, add_ray_arguments
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 if TYPE_CHECKING:
@@ -22,16 +23,37 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--top", type=int, default=10, help="ranked rows to print")
     parser.add_argument("--all", action="store_true", help="print every configuration")
     parser.add_argument("--cost-model", help="weights JSON (default: calibrated, else unit)")
+    parser.add_argument(
+        "--latency",
+        type=int,
+        default=0,
+        metavar="K",
+        help="compile the K best-scored configurations and the default and measure them",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=20, help="--latency: interleaved timing rounds (default 20)"
+    )
+    add_ray_arguments(parser, exclusive=True)
 
 
 def run(ns: argparse.Namespace) -> int:
-    """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K]`."""
+    """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K] [--latency K]`."""
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
+    from forge.diagnostics import ForgeError
     from forge.frontend.loading import load_program
     from forge.runtime.precision import program_fp16_weights
-    from forge.tuning.autotune import DEFAULT_ITERATIONS, sweep
+    from forge.tuning.autotune import (
+        DEFAULT_ITERATIONS,
+        format_latency,
+        latency_check,
+        measure_interleaved,
+        measure_on,
+        sweep,
+    )
     from forge.tuning.cost import CostModel
 
+    if ns.latency < 0 or ns.runs < 1:
+        raise ForgeError("--latency must be at least 0 and --runs at least 1")
     model = CostModel.current(ns.cost_model)
     print(f"cost model: {model.describe()}")
     for reference in ns.models:
@@ -68,6 +90,30 @@ def run(ns: argparse.Namespace) -> int:
             f"gain over default {report.gain * 100:.2f}%, FGR {report.fgr:.3f}",
             flush=True,
         )
+        if ns.latency:
+            campaign = Campaign.from_args(ns)
+            how = (
+                f"{ns.runs} interleaved rounds"
+                if not campaign.distributed
+                else f"{ns.runs} runs each on {campaign.describe(exclusive=True)}"
+            )
+            print(
+                f"measured latency: the {ns.latency} best-scored configuration(s) and the "
+                f"default, compiled by compile_model, {how}",
+                flush=True,
+            )
+            measure = measure_on(campaign) if campaign.distributed else measure_interleaved
+            rows = latency_check(
+                report,
+                reference,
+                ns.tiny,
+                ns.seq,
+                ns.latency,
+                ns.runs,
+                measure=measure,
+                **loading_options(ns),
+            )
+            print(format_latency(rows, ns.runs), flush=True)
     return 0
 
 

@@ -49,6 +49,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--backends", default="all", action=BackendsOption)
     parser.add_argument("--json", dest="json_path", help="also write the results here")
     parser.add_argument(
+        "--bench-python",
+        help="python of the bench venv, where the newest OpenVINO and ONNX Runtime run "
+        "(default $FORGE_BENCH_PYTHON, else build/venv-bench/bin/python; "
+        "scripts/bench.sh builds it)",
+    )
+    parser.add_argument(
         "--compile-repeats",
         type=int,
         default=3,
@@ -85,6 +91,7 @@ def add_parser(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     import json
+    from pathlib import Path
 
     from forge.devtools.bench import backend_names, run_bench
 
@@ -101,6 +108,7 @@ def run(ns: argparse.Namespace) -> int:
         progress=lambda line: print(line, flush=True),
         rounds=10 if ns.rounds is None else ns.rounds,
         compile_repeats=ns.compile_repeats,
+        bench_python=Path(ns.bench_python) if ns.bench_python else None,
     )
     print(report.format())
     if ns.json_path:

@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from forge.campaign import Campaign, add_ray_arguments
 from forge.diagnostics import ForgeError
 
 
@@ -24,6 +25,7 @@ def add_parser(sub: Any) -> None:
         "-o", "--output", help="weights JSON (default $FORGE_COST_MODEL or ~/.cache)"
     )
     parser.add_argument("--no-save", action="store_true", help="report only")
+    add_ray_arguments(parser, exclusive=True)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -49,6 +51,7 @@ def run(ns: argparse.Namespace) -> int:
         ns.holdout,
         ns.seed,
         progress=lambda line: print(line, flush=True),
+        campaign=Campaign.from_args(ns),
     )
     print(report.format())
     print(

@@ -23,6 +23,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
     parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile from scratch and store nothing (default: the compile cache, "
+        "`forge cache ls`)",
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -31,6 +37,7 @@ def run(ns: argparse.Namespace) -> int:
 
     from forge.devtools.numerics import agreement, eager_outputs, random_like, worst
     from forge.frontend.loading import load_model, ordered_inputs
+    from forge.runtime.compile_cache import plan_summary
     from forge.runtime.executor import compile_model
 
     if ns.runs < 1:
@@ -40,24 +47,35 @@ def run(ns: argparse.Namespace) -> int:
     loaded = load_model(ns.model, ns.tiny, ns.seq, **loading_options(ns))
     print("compiling (export, import, optimize, phases 3-4, NNFactory) ...", flush=True)
     executor, rep = compile_model(
-        loaded.model, loaded.args, loaded.kwargs, ns.precision, ns.granularity
+        loaded.model,
+        loaded.args,
+        loaded.kwargs,
+        ns.precision,
+        ns.granularity,
+        cache=not ns.no_cache,
     )
-    p, s, a = rep.plan.placement, rep.plan.schedule, rep.plan.allocation
-    print(f"== Phase 2\n{rep.plan.optimize.format()}\n")
+    _print_cache(rep)
+    # A cache hit ran no pipeline: its figures are the ones stored with the entry.
+    summary = rep.plan_summary if rep.plan is None else plan_summary(rep.plan)
+    p, a = summary["placement"], summary["allocation"]
+    print(f"== Phase 2{' (cached)' if rep.plan is None else ''}\n{summary['phase2']}\n")
     print(
-        f"placement: {p.npu_ops} npu / {p.cpu_ops} cpu ops; "
+        f"placement: {p['npu_ops']} npu / {p['cpu_ops']} cpu ops; "
         f"{rep.segments} NNFactory segment(s) ({ns.granularity}), {rep.npu_ops} NPU ops, "
         f"{rep.fallback_ops} fallback op(s)"
     )
+    for reason, count in p["measured"].items():  # the host profile's linear decisions
+        print(f"  {'' if count == 1 else f'{count}x '}{reason}")
     print(
-        f"buffers: {a.vregs} vregs, {a.allocated_values} owning, {a.buffers} buffers, "
-        f"rho_buf {a.rho_buf:.3f}, planned {a.planned_bytes / mib:.2f} MiB "
-        f"(bound {a.lower_bound_bytes / mib:.2f} MiB, ratio {a.ratio:.3f})"
+        f"buffers: {a['vregs']} vregs, {a['allocated_values']} owning, {a['buffers']} "
+        f"buffers, rho_buf {a['rho_buf']:.3f}, planned {a['planned_bytes'] / mib:.2f} MiB "
+        f"(bound {a['lower_bound_bytes'] / mib:.2f} MiB, ratio {a['ratio']:.3f})"
     )
-    total_ops = p.npu_ops + p.cpu_ops
+    total_ops = p["npu_ops"] + p["cpu_ops"]
     share = rep.npu_ops / total_ops if total_ops else 0.0
     print(f"ran in NNFactory: {rep.npu_ops} of {total_ops} ops ({share * 100:.1f}%)")
-    print(f"transitions: {s.transitions_before} -> {s.transitions_after}")
+    before, after = summary["transitions"]
+    print(f"transitions: {before} -> {after}")
     if executor.arena is not None:
         print(
             f"arena: {executor.arena.numel() / mib:.2f} MiB allocated once; "
@@ -68,6 +86,7 @@ def run(ns: argparse.Namespace) -> int:
         loud = fell_back and rep.fallback_ops > FEW_FALLBACKS
         print(f"{'warning' if loud else 'note'}: {note}", file=sys.stderr if loud else sys.stdout)
     print(f"compile time ({ns.precision}):\n{rep.format_times()}", flush=True)
+    _print_peak_rss(loaded.model)
 
     vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
     generator = torch.Generator().manual_seed(1)
@@ -112,6 +131,24 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _print_cache(rep: Any) -> None:
+    """One line: what the compile cache did."""
+    if rep.cache == "off":
+        print("compile cache: off (--no-cache)")
+        return
+    entry = rep.cache_entry[:12]
+    if rep.cache == "hit":
+        print(
+            f"compile cache: hit, entry {entry} (key {rep.cache_key_seconds:.3f} s, "
+            f"load {rep.cache_load_seconds:.3f} s; no export, import nor pipeline)"
+        )
+        return
+    print(
+        f"compile cache: miss, stored entry {entry} (key {rep.cache_key_seconds:.3f} s, "
+        f"store {rep.cache_store_seconds:.3f} s)"
+    )
+
+
 def _restore(model: Any, state: dict[str, Any]) -> None:
     import torch
 
@@ -126,3 +163,15 @@ def _latency(run: Any, runs: int) -> tuple[float, float, float]:
 
     figures = summarize(timed_runs(run, runs))
     return figures["mean"], figures["p50"], figures["p99"]
+
+
+def _print_peak_rss(model: Any) -> None:
+    """One line: the process's peak RSS so far (VmHWM) against the weights' bytes."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    weights = sum(t.numel() * t.element_size() for t in tensors.values())
+    mib = 1 << 20
+    ratio = f" = {peak / weights:.2f}x" if weights else ""
+    print(f"peak RSS after compile: {peak / mib:.0f} MiB (weights {weights / mib:.0f} MiB{ratio})")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge.campaign import Campaign, add_ray_arguments
+
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
@@ -24,6 +26,8 @@ def add_parser(sub: Any) -> None:
         help="also copy shrunk failures as lit tests to test/forge-opt/regressions",
     )
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as found")
+    parser.add_argument("--timeout", type=int, default=20, help="seconds per case (a hang)")
+    add_ray_arguments(parser)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -32,8 +36,10 @@ def run(ns: argparse.Namespace) -> int:
 
     from forge.tools.fuzz_ir import REGRESSIONS, fuzz, fuzz_pipelines
 
+    # On Ray a case that outlives its own alarm (a hang in native code) is cancelled.
+    campaign = Campaign.from_args(ns, timeout=ns.timeout + 30)
     if ns.mutate == "pipeline":
-        result = fuzz_pipelines(ns.cases, ns.seed, Path(ns.workdir))
+        result = fuzz_pipelines(ns.cases, ns.seed, Path(ns.workdir), ns.timeout, campaign)
         print(result.summary())
         for outcome, where in result.failures:
             print(f"  {outcome}: {where}")
@@ -46,8 +52,10 @@ def run(ns: argparse.Namespace) -> int:
         ns.seed,
         ns.pipeline,
         Path(ns.workdir),
+        ns.timeout,
         shrink=not ns.no_shrink,
         save_dir=save_dir,
+        campaign=campaign,
     )
     print(result.summary())
     for outcome, where in result.failures:

@@ -39,6 +39,11 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--top-k", type=int, help="sample among the K largest logits")
     parser.add_argument("--seed", type=int, default=0, help="random prompt and sampling seed")
     parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile both programs from scratch and store nothing (default: the compile cache)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="compare with eager model.generate(do_sample=False); exit 1 if greedy differs",
@@ -153,13 +158,18 @@ def run(ns: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = compile_lm(
-            model, capacity=ns.capacity, prompt_capacity=ns.prompt_capacity, precision=ns.precision
+            model,
+            capacity=ns.capacity,
+            prompt_capacity=ns.prompt_capacity,
+            precision=ns.precision,
+            cache=not ns.no_cache,
         )
     for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
         rep = program.report
+        cached = "" if rep.cache == "off" else f", compile cache {rep.cache} {rep.cache_entry[:12]}"
         print(
             f"compile {name}: {rep.total_seconds:.2f} s ({rep.segments} NNFactory segment(s), "
-            f"{rep.fallback_ops} fallback op(s))"
+            f"{rep.fallback_ops} fallback op(s){cached})"
         )
     mode = "greedy" if greedy else f"temperature {ns.temperature}, top-k {ns.top_k}, seed {ns.seed}"
     print(f"prompt: {len(prompt)} tokens; {mode}")

@@ -13,8 +13,21 @@ every backend alike. Measured:
 * latency over `runs` timed calls after one warm-up: mean, P50 and P99;
 * the logits' max-abs difference and KL divergence against eager, at fp32.
 
-OpenVINO's Python API and ONNX Runtime are the optional `bench` extra
-(`pip install -e .[bench]`); a missing one is reported as skipped, not as a failure.
+The peers run at their newest releases: `openvino` and `onnxruntime` run in the bench
+venv (`scripts/bench.sh` builds it: the newest openvino, onnxruntime and onnxscript,
+torch and transformers at Forge's versions, Forge without its dependencies), since
+openvino 2026 conflicts with Forge's pin (2024.4, which NNFactory is built on).
+`openvino-2024.4` runs in Forge's venv, from the optional `bench` extra
+(`pip install -e .[bench]`). A missing venv or extra is reported as skipped, not as a
+failure; every table names each peer's version, as its child reports it.
+
+Memory: each child reports its peak RSS after compiling and after timing, and its
+resident size once ready. Before starting any, the parent estimates each backend's
+resident size and compile peak (the weights' bytes times a per-backend factor measured
+on GPT-2, plus a base) and compares them with MemAvailable: backends that fit together
+are compiled and timed interleaved; where they do not, they are timed in groups one
+after another (each group started, compiled, timed and stopped before the next), which
+the report says in one line.
 
 A backend is one `build` function (in the child: compile, return how to run once) and
 one `register(Backend(...))` at module level; `--backends`, the run order, the report's
@@ -24,6 +37,9 @@ this module is found by the child importing the module that registers it.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import importlib
 import importlib.util
 import json
@@ -45,6 +61,8 @@ import torch
 
 from forge.devtools.numerics import agreement
 from forge.diagnostics import ForgeError
+from forge.frontend import models
+from forge.frontend.checkpoint import is_checkpoint_dir
 from forge.frontend.loading import Loaded, load_model
 from forge.runtime.executor import compile_model
 
@@ -65,6 +83,16 @@ class BackendResult:
     """Why the backend did not run (missing extra, failure); empty when it ran."""
     compile_samples: list[float] = field(default_factory=list)
     """`ready_seconds` of every repeat (fresh processes); `ready_seconds` is their median."""
+    version: str = ""
+    """The backend's library and version, as its child imported it ("OpenVINO 2026.4.1")."""
+    peak_rss_compile: int = 0
+    """The child's peak RSS in bytes once compiled, checked and warmed up."""
+    rss_ready: int = 0
+    """Its resident size then, after dropping what the compile no longer needs."""
+    peak_rss: int = 0
+    """Its peak RSS after the timed runs (the whole child's life)."""
+    estimate: tuple[int, int] = (0, 0)
+    """The parent's estimate before starting it: (resident once ready, compile peak)."""
 
 
 # -------------------------------------------------------------------------- backends
@@ -97,6 +125,29 @@ class Built:
     run: Callable[[], Any]
     detail: str = ""
     """One line for the report (segments, where the compile time went)."""
+    version: str = ""
+    """The library and version that ran ("OpenVINO 2026.4.1"); fills `{version}` in labels."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A backend's memory as `base + factor x weight bytes`, measured on GPT-2 (fp32,
+    seq 128): `resident` once compiled and ready, `peak` while compiling."""
+
+    base: int
+    resident: float
+    peak: float
+
+    def estimate(self, weight_bytes: int) -> tuple[int, int]:
+        """(resident once ready, compile peak) in bytes for a model of `weight_bytes`."""
+        resident = self.base + int(self.resident * weight_bytes)
+        return resident, max(resident, self.base + int(self.peak * weight_bytes))
+
+
+MIB = 1 << 20
+GIB = 1 << 30
+DEFAULT_FOOTPRINT = Footprint(1 * GIB, 2.0, 3.0)
+"""For a backend registered without one: cautious (two copies resident, three at peak)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +170,11 @@ class Backend:
     scratch_env: str | None = None
     """An environment variable the child gets, naming a fresh directory removed with it
     (a compile cache that must not carry over from one compile to the next)."""
+    venv: str = ""
+    """"": the child runs with this python (Forge's venv); `BENCH_VENV`: with the bench
+    venv's, where the peers are at their newest (`scripts/bench.sh` builds it)."""
+    memory: Footprint = DEFAULT_FOOTPRINT
+    """What `forge bench` expects the child to take, to decide what runs together."""
 
 
 REGISTRY: dict[str, Backend] = {}
@@ -140,9 +196,16 @@ def backend_names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-def label(name: str) -> str:
+BENCH_VENV = "bench"
+
+
+def label(name: str, version: str = "") -> str:
+    """The backend's name in the tables; `{version}` in it becomes the version its
+    child reported (just the number: "OpenVINO 2026.4.1" -> "2026.4.1")."""
     backend = REGISTRY.get(name)
-    return backend.label if backend is not None else name
+    text = backend.label if backend is not None else name
+    number = version.rsplit(" ", 1)[-1]
+    return text.replace("{version}", number) if number else text.replace(" {version}", "")
 
 
 # ----------------------------------------------------------------------------- child
@@ -205,6 +268,7 @@ def prepare(
     if backend.compiles == AHEAD:
         result.ready_seconds = time.perf_counter() - start
     result.detail = built.detail
+    result.version = built.version
     actual = built.run()
     first = time.perf_counter() - start
     if backend.compiles != NEVER:
@@ -276,7 +340,8 @@ def build_openvino(w: Workload) -> Built:
         },
     )
     feed = {"input_ids": w.ids.numpy(), "attention_mask": w.mask.numpy()}
-    return Built(lambda: _to_torch(request(feed)[0]))
+    version = f"OpenVINO {ov.__version__.split('-')[0]}"
+    return Built(lambda: _to_torch(request(feed)[0]), version=version)
 
 
 def build_onnxruntime(w: Workload) -> Built:
@@ -294,25 +359,176 @@ def build_onnxruntime(w: Workload) -> Built:
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     shutil.rmtree(path.parent, ignore_errors=True)  # the session holds the model
     feed = {"input_ids": w.ids.numpy(), "attention_mask": w.mask.numpy()}
-    return Built(lambda: _to_torch(session.run(None, feed)[0]))
+    version = f"ONNX Runtime {ort.__version__}"
+    return Built(lambda: _to_torch(session.run(None, feed)[0]), version=version)
 
 
-register(Backend("forge", "Forge (segments)", build_forge))
-register(Backend("forge-op", "Forge (granularity=op)", build_forge_op))
-register(Backend("eager", "torch eager", build_eager, compiles=NEVER))
+FOOTPRINTS: dict[str, Footprint] = {
+    # Measured here on GPT-2 (475 MiB of fp32 weights, seq 128; `forge bench gpt2`):
+    # base = the child's RSS on the tiny model, factors = (RSS - base) / weights,
+    # rounded up. Resident after the compile's garbage is released (`release_memory`).
+    "forge": Footprint(450 * MIB, 2.2, 2.9),
+    "forge-op": Footprint(450 * MIB, 2.5, 3.3),
+    "eager": Footprint(400 * MIB, 1.1, 1.8),
+    "inductor": Footprint(500 * MIB, 1.2, 1.9),
+    "openvino": Footprint(600 * MIB, 2.3, 4.1),
+    "onnxruntime": Footprint(600 * MIB, 2.5, 3.1),
+    "openvino-2024.4": Footprint(450 * MIB, 2.7, 4.9),
+}
+
+register(Backend("forge", "Forge (segments)", build_forge, memory=FOOTPRINTS["forge"]))
+register(
+    Backend("forge-op", "Forge (granularity=op)", build_forge_op, memory=FOOTPRINTS["forge-op"])
+)
+register(Backend("eager", "torch eager", build_eager, compiles=NEVER, memory=FOOTPRINTS["eager"]))
 register(
     Backend(
         "inductor",
         "torch.compile (inductor)",
         build_inductor,
         compiles=AT_FIRST_CALL,
+        memory=FOOTPRINTS["inductor"],
         # A fresh cache per process: inductor's on-disk cache would otherwise turn
         # every compile after the first into a cache hit.
         scratch_env="TORCHINDUCTOR_CACHE_DIR",
     )
 )
-register(Backend("openvino", "OpenVINO 2024.4 CPU", build_openvino, extra="openvino"))
-register(Backend("onnxruntime", "ONNX Runtime CPU", build_onnxruntime, extra="onnxruntime"))
+register(
+    Backend(
+        "openvino",
+        "OpenVINO {version} CPU",
+        build_openvino,
+        extra="openvino",
+        venv=BENCH_VENV,
+        memory=FOOTPRINTS["openvino"],
+    )
+)
+register(
+    Backend(
+        "onnxruntime",
+        "ONNX Runtime {version} CPU",
+        build_onnxruntime,
+        extra="onnxruntime",
+        venv=BENCH_VENV,
+        memory=FOOTPRINTS["onnxruntime"],
+    )
+)
+# The OpenVINO NNFactory is built on (Forge's pin), in Forge's venv: the same kernels
+# Forge's graphs run on, next to the newest.
+register(
+    Backend(
+        "openvino-2024.4",
+        "OpenVINO {version} CPU",
+        build_openvino,
+        extra="openvino",
+        memory=FOOTPRINTS["openvino-2024.4"],
+    )
+)
+
+
+# ---------------------------------------------------------------------------- memory
+
+FIT_FRACTION = 0.8
+"""Of MemAvailable, what the children may plan to take together: the rest is headroom
+for the estimates' error, the parent and whatever else the machine runs meanwhile."""
+
+
+def mem_available(meminfo: str | None = None) -> int | None:
+    """MemAvailable in bytes, from `meminfo` (the text of /proc/meminfo, read when None);
+    None where there is no such line (not Linux)."""
+    if meminfo is None:
+        try:
+            meminfo = Path("/proc/meminfo").read_text()
+        except OSError:
+            return None
+    for line in meminfo.splitlines():
+        key, _, value = line.partition(":")
+        if key == "MemAvailable":
+            return int(value.split()[0]) * 1024
+    return None
+
+
+def weight_bytes(model: str, tiny: bool) -> int | None:
+    """The bytes of the model's weights, without allocating them: a built-in model is
+    built on the meta device, a checkpoint directory sums its weight files; None for
+    a `file.py:factory` (only running it would tell)."""
+    if model in models.SPECS:
+        meta = models.build_model(model, tiny=tiny, device="meta")
+        tensors = {id(t): t for t in (*meta.parameters(), *meta.buffers())}
+        return sum(t.numel() * t.element_size() for t in tensors.values())
+    if is_checkpoint_dir(model):
+        files = [*Path(model).glob("*.safetensors"), *Path(model).glob("*.bin")]
+        return sum(f.stat().st_size for f in files) or None
+    return None
+
+
+def fits(group: Sequence[str], estimates: dict[str, tuple[int, int]], budget: int) -> bool:
+    """Whether `group`'s children can live together: while one of them compiles (at its
+    peak) the others sit at their resident size; the worst such moment within budget."""
+    resident = sum(estimates[b][0] for b in group)
+    return all(resident - estimates[b][0] + estimates[b][1] <= budget for b in group)
+
+
+def plan_groups(
+    backends: Sequence[str], estimates: dict[str, tuple[int, int]], budget: int
+) -> list[list[str]]:
+    """`backends` in order, cut into groups that each fit `budget` (bytes): a group's
+    children are compiled and timed interleaved, the groups one after another. A
+    backend that does not fit even alone gets a group of its own (and may still fit:
+    the estimates are cautious)."""
+    groups: list[list[str]] = []
+    for backend in backends:
+        if groups and fits([*groups[-1], backend], estimates, budget):
+            groups[-1].append(backend)
+        else:
+            groups.append([backend])
+    return groups
+
+
+def sequence_note(
+    groups: Sequence[Sequence[str]],
+    estimates: dict[str, tuple[int, int]],
+    available: int,
+    budget: int,
+) -> str:
+    """One line: why the backends are timed in groups one after another."""
+    together = sum(estimates[b][0] for g in groups for b in g)
+    peak = max(estimates[b][1] - estimates[b][0] for g in groups for b in g)
+    shown = " then ".join("[" + ", ".join(g) + "]" for g in groups)
+    return (
+        f"memory: all together would take about {(together + peak) / GIB:.1f} GiB (resident "
+        f"sizes plus the largest compile peak), more than {budget / GIB:.1f} GiB "
+        f"({FIT_FRACTION:.0%} of MemAvailable {available / GIB:.1f} GiB), so the backends "
+        f"are timed in {len(groups)} groups one after another: {shown} (each started, "
+        f"compiled, timed and stopped before the next; ratios across groups span time)"
+    )
+
+
+def memory_now() -> tuple[int, int]:
+    """This process's (resident, peak resident) bytes: VmRSS and VmHWM."""
+    fields: dict[str, int] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    if "VmHWM" not in fields:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return fields.get("VmRSS", peak), peak
+    return fields.get("VmRSS", fields["VmHWM"]), fields["VmHWM"]
+
+
+def release_memory() -> None:
+    """Free what the compile left behind (the eager model where the backend holds its own
+    weights, tracing's garbage) and hand glibc's free pages back to the system, so the
+    resident size reported is what the ready backend keeps."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # ---------------------------------------------------------------------------- parent
@@ -326,10 +542,17 @@ class BenchReport:
     runs: int
     tiny: bool
     results: dict[str, BackendResult]
+    notes: list[str] = field(default_factory=list)
+    """One line each: how the run was arranged (groups timed one after another)."""
+    weight_bytes: int | None = None
 
     def ran(self, backend: str) -> BackendResult | None:
         result = self.results.get(backend)
         return result if result is not None and not result.skipped else None
+
+    def label(self, backend: str) -> str:
+        result = self.results.get(backend)
+        return label(backend, result.version if result is not None else "")
 
     def to_json(self) -> dict[str, Any]:
         """The schema `forge report --bench` reads."""
@@ -349,6 +572,19 @@ class BenchReport:
             "numerics": {
                 name: {"max_abs": r.max_abs, "kl": r.kl, "top1": r.top1} for name, r in ran.items()
             },
+            "memory_bytes": {
+                name: {
+                    "peak_compile": r.peak_rss_compile,
+                    "resident_ready": r.rss_ready,
+                    "peak": r.peak_rss,
+                    "estimate_resident": r.estimate[0],
+                    "estimate_peak": r.estimate[1],
+                }
+                for name, r in ran.items()
+            },
+            "weight_bytes": self.weight_bytes,
+            "versions": {name: r.version for name, r in ran.items() if r.version},
+            "notes": self.notes,
             "skipped": {name: r.skipped for name, r in self.results.items() if r.skipped},
             "results": {name: asdict(r) for name, r in self.results.items()},
         }
@@ -357,6 +593,10 @@ class BenchReport:
         lines = [
             f"forge bench: {self.model}{' (tiny)' if self.tiny else ''}, batch 1, seq "
             f"{self.seq}, {self.threads} thread(s), {self.runs} timed runs each, fp32",
+            f"torch {torch.__version__.split('+')[0]}; {cpu_name()}",
+        ]
+        lines += self.notes
+        lines += [
             "",
             "compile: model object -> ready executable, median over fresh processes",
             f"  {'':<26}{'ready':>9}    {'1st output':>10}  {'ready, each run':<24}  vs Forge",
@@ -370,7 +610,7 @@ class BenchReport:
                 ratio = f"{r.ready_seconds / forge.ready_seconds:6.2f}x"
             samples = " ".join(f"{x:.2f}" for x in r.compile_samples)
             lines.append(
-                f"  {label(name):<26}{r.ready_seconds:>8.2f} s  "
+                f"  {self.label(name):<26}{r.ready_seconds:>8.2f} s  "
                 f"{r.first_output_seconds or 0.0:>8.2f} s   {samples:<24}  {ratio}"
             )
         lines += ["", "latency (ms)                    mean      P50      P99  P99/P50   vs Forge"]
@@ -382,30 +622,90 @@ class BenchReport:
             if forge is not None and name != "forge":
                 versus = f"{lat['mean'] / forge.latency_ms['mean']:>9.2f}x"
             lines.append(
-                f"  {label(name):<26}{lat['mean']:>8.2f} {lat['p50']:>8.2f} {lat['p99']:>8.2f}"
+                f"  {self.label(name):<26}{lat['mean']:>8.2f} {lat['p50']:>8.2f} {lat['p99']:>8.2f}"
                 f" {lat['p99'] / lat['p50']:>8.2f} {versus}"
             )
+        lines += self._memory_lines()
         lines += ["", "numerics vs eager (logits)      max-abs          KL    top-1"]
         for name, r in self.results.items():
             if r.skipped or name == "eager":
                 continue
             lines.append(
-                f"  {label(name):<26}{r.max_abs:>11.3e} {r.kl:>11.3e} {r.top1 * 100:>7.2f}%"
+                f"  {self.label(name):<26}{r.max_abs:>11.3e} {r.kl:>11.3e} {r.top1 * 100:>7.2f}%"
             )
         details = [(n, r.detail) for n, r in self.results.items() if r.detail and not r.skipped]
         if details:
             lines.append("")
-            lines += [f"  {label(n)}: {d}" for n, d in details]
+            lines += [f"  {self.label(n)}: {d}" for n, d in details]
         skipped = [(n, r.skipped) for n, r in self.results.items() if r.skipped]
         if skipped:
             lines.append("")
-            lines += [f"skipped {label(n)}: {why}" for n, why in skipped]
+            lines += [f"skipped {self.label(n)}: {why}" for n, why in skipped]
         return "\n".join(lines)
 
+    def _memory_lines(self) -> list[str]:
+        """Peak RSS per child (compile, whole life), resident once ready, the estimate."""
+        ran = [(n, r) for n, r in self.results.items() if not r.skipped and r.peak_rss]
+        if not ran:
+            return []
+        weights = f", weights {self.weight_bytes / MIB:.0f}" if self.weight_bytes else ""
+        lines = [
+            "",
+            f"memory (MiB{weights})".ljust(28) + "peak RSS  resident  peak RSS     estimated",
+            f"  {'':<26}{'compiled':>8} {'ready':>9} {'timed':>9}  {'ready / peak':>12}",
+        ]
+        for name, r in ran:
+            guess = f"{r.estimate[0] / MIB:>6.0f} / {r.estimate[1] / MIB:.0f}"
+            row = (
+                f"  {self.label(name):<26}{r.peak_rss_compile / MIB:>8.0f} "
+                f"{r.rss_ready / MIB:>9.0f} {r.peak_rss / MIB:>9.0f}  "
+            )
+            lines.append(row + guess if r.estimate[1] else row.rstrip())
+        return lines
 
-def _available(backend: str) -> str:
+
+def cpu_name() -> str:
+    """`lscpu`'s model name and the core count, for the report's header."""
+    try:
+        text = subprocess.run(
+            ["lscpu"], capture_output=True, text=True, check=False, env={"LC_ALL": "C"}
+        ).stdout
+    except OSError:
+        text = ""
+    names = [line.partition(":")[2].strip() for line in text.splitlines()]
+    keys = [line.partition(":")[0].strip() for line in text.splitlines()]
+    name = names[keys.index("Model name")] if "Model name" in keys else "unknown CPU"
+    return f"{name}, {os.cpu_count()} core(s)"
+
+
+def default_bench_python() -> Path:
+    """`$FORGE_BENCH_PYTHON`, else the venv `scripts/bench.sh` builds."""
+    given = os.environ.get("FORGE_BENCH_PYTHON")
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parents[2] / "build" / "venv-bench" / "bin" / "python"
+
+
+def _python_of(backend: str, bench_python: Path) -> str:
+    return str(bench_python) if REGISTRY[backend].venv == BENCH_VENV else sys.executable
+
+
+def _available(backend: str, bench_python: Path) -> str:
     """Empty when `backend` can run here, else why not."""
-    module = REGISTRY[backend].extra
+    entry = REGISTRY[backend]
+    module = entry.extra
+    if entry.venv == BENCH_VENV:
+        if not bench_python.exists():
+            return f"no bench venv at {bench_python} (bash scripts/bench.sh --setup-only builds it)"
+        if module is None:
+            return ""
+        probe = (
+            f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+        )
+        done = subprocess.run(
+            [str(bench_python), "-I", "-c", probe], env=_foreign_env({}), check=False
+        )
+        return "" if done.returncode == 0 else f"'{module}' is not installed in {bench_python}"
     if module is not None and importlib.util.find_spec(module) is None:
         return f"'{module}' is not installed (pip install -e '.[bench]')"
     return ""
@@ -422,12 +722,16 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     rounds: int = 10,
     compile_repeats: int = 3,
+    bench_python: Path | None = None,
+    available: int | None = None,
 ) -> BenchReport:
     """Compile `backends` one after the other, each in its own child process, then time
     them in `rounds` interleaved rounds, so that a slow spell of a noisy machine hits
     every backend alike instead of whichever ran during it. Compilation is repeated
     `compile_repeats` times, interleaved the same way, in fresh processes; the report
-    gives the median."""
+    gives the median. Where the children would not fit in memory together
+    (`available` bytes, default MemAvailable), groups that fit are timed one after
+    another (`plan_groups`)."""
     unknown = [b for b in backends if b not in REGISTRY]
     if unknown:
         known = ", ".join(REGISTRY)
@@ -437,43 +741,90 @@ def run_bench(
     if compile_repeats < 1:
         raise ForgeError("--compile-repeats must be at least 1")
     threads = threads or os.cpu_count() or 1
+    python = bench_python or default_bench_python()
     results: dict[str, BackendResult] = {}
-    children: dict[str, _Child] = {}
-    compiles: dict[str, list[tuple[float, float]]] = {}
     wanted = list(dict.fromkeys(backends))
     for backend in wanted:
-        why = _available(backend)
+        why = _available(backend, python)
         if why:
             results[backend] = BackendResult(backend, skipped=why)
     runnable = [b for b in wanted if b not in results]
+    report = BenchReport(model, seq, threads, runs, tiny, results)
+    groups = [runnable]
+    try:
+        report.weight_bytes = weight_bytes(model, tiny)
+    except ForgeError:
+        report.weight_bytes = None  # an unknown model: its children say so, one by one
+    available = available if available is not None else mem_available()
+    estimates = {}
+    if report.weight_bytes is not None and runnable:
+        estimates = {b: REGISTRY[b].memory.estimate(report.weight_bytes) for b in runnable}
+        if available is not None:
+            budget = int(available * FIT_FRACTION)
+            groups = plan_groups(runnable, estimates, budget)
+            if len(groups) > 1:
+                report.notes.append(sequence_note(groups, estimates, available, budget))
+                if progress is not None:
+                    progress(report.notes[-1])
+    for group in groups:
+        _bench_group(group, report, estimates, python, timeout, progress, rounds, compile_repeats)
+    return report
+
+
+def _bench_group(
+    group: list[str],
+    report: BenchReport,
+    estimates: dict[str, tuple[int, int]],
+    python: Path,
+    timeout: float,
+    progress: Callable[[str], None] | None,
+    rounds: int,
+    compile_repeats: int,
+) -> None:
+    """Compile `group` (`compile_repeats` fresh processes each, interleaved; the last one
+    of each backend is kept), time the kept children in interleaved rounds, stop them."""
+    results = report.results
+    children: dict[str, _Child] = {}
+    compiles: dict[str, list[tuple[float, float]]] = {}
     try:
         for r in range(compile_repeats):
-            for backend in _rotated(runnable, r):
+            for backend in _rotated(group, r):
                 if backend in results and results[backend].skipped:
                     continue
                 if progress is not None:
-                    progress(f"compiling {label(backend)} ({r + 1}/{compile_repeats}) ...")
-                child = _Child(backend, model, tiny, seq, threads, timeout)
+                    progress(f"compiling {backend} ({r + 1}/{compile_repeats}) ...")
+                # One child per backend at a time: the previous one goes before the next
+                # starts, so memory holds at most one of each (what `fits` assumed).
+                stale = children.pop(backend, None)
+                if stale is not None:
+                    stale.close()
+                child = _Child(
+                    backend,
+                    report.model,
+                    report.tiny,
+                    report.seq,
+                    report.threads,
+                    timeout,
+                    _python_of(backend, python),
+                )
+                results[backend] = child.result
                 if child.result.skipped:
-                    results[backend] = child.result
-                    stale = children.pop(backend, None)
-                    if stale is not None:
-                        stale.close()
+                    child.close()
                     continue
+                child.result.estimate = estimates.get(backend, (0, 0))
                 ready, first = child.result.ready_seconds, child.result.first_output_seconds
                 if ready is not None and first is not None:
                     compiles.setdefault(backend, []).append((ready, first))
-                if backend in children:
-                    child.close()  # one compiled process per backend is timed
-                    continue
-                results[backend] = child.result
                 children[backend] = child
         for backend, samples in compiles.items():
             result = results[backend]
+            if result.skipped:
+                continue
             result.ready_seconds = _median([ready for ready, _ in samples])
             result.first_output_seconds = _median([first for _, first in samples])
             result.compile_samples = [ready for ready, _ in samples]
         times: dict[str, list[float]] = {name: [] for name in children}
+        runs = report.runs
         rounds = max(1, min(rounds, runs))
         if progress is not None and children:
             progress(f"timing {len(children)} backend(s): {runs} runs each in {rounds} rounds ...")
@@ -489,10 +840,10 @@ def run_bench(
                 times[name].extend(measured)
         for name, measured in times.items():
             results[name].latency_ms = summarize(measured)
+            results[name].peak_rss = children[name].peak_rss
     finally:
         for child in children.values():
             child.close()
-    return BenchReport(model, seq, threads, runs, tiny, results)
 
 
 MARKER = "FORGE-BENCH "
@@ -512,24 +863,48 @@ def _median(values: Sequence[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def _foreign_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment for a child in another venv: nothing of Forge's venv (PYTHONPATH,
+    VIRTUAL_ENV) leaks into it; `env` on top."""
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PYTHON") and key != "VIRTUAL_ENV"
+    }
+    return kept | env
+
+
 class _Child:
     """A backend in its own process: compiled at construction, timed on request.
 
     Protocol on its stdin/stdout: it prints `FORGE-BENCH {result json}` when compiled,
-    then answers each `run K` line with `FORGE-BENCH [K times in ms]`."""
+    then answers each `run K` line with `FORGE-BENCH {"ms": [K times], "peak_rss": B}`."""
 
     def __init__(
-        self, backend: str, model: str, tiny: bool, seq: int, threads: int, timeout: float
+        self,
+        backend: str,
+        model: str,
+        tiny: bool,
+        seq: int,
+        threads: int,
+        timeout: float,
+        python: str | None = None,
     ):
         self.error = ""
         self.timeout = timeout
-        command = [sys.executable, "-c", CHILD_MAIN, backend, model, str(int(tiny))]
-        command += [str(seq), str(threads)]
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+        self.peak_rss = 0
+        python = python or sys.executable
+        foreign = python != sys.executable
+        # -I in another venv: Forge is installed there (without its dependencies).
+        command = [python, *(["-I"] if foreign else []), "-c", CHILD_MAIN, backend, model]
+        command += [str(int(tiny)), str(seq), str(threads)]
+        env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+        env = _foreign_env(env) if foreign else {**os.environ, **env}
         registered_in = _registered_in(REGISTRY[backend])
         if registered_in is not None:
             command.append(registered_in)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+            if not foreign:
+                env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.scratch: str | None = None
         scratch_env = REGISTRY[backend].scratch_env
         if scratch_env is not None:
@@ -548,7 +923,8 @@ class _Child:
             self.result = BackendResult(backend, skipped=f"failed: {self.error}")
             self.close()
         else:
-            self.result = BackendResult(**ready)
+            self.result = BackendResult(**{**ready, "estimate": tuple(ready["estimate"])})
+            self.peak_rss = self.result.peak_rss_compile
 
     def _answer(self) -> Any:
         """The next protocol line's payload, or None (and `error`) if the child died."""
@@ -578,7 +954,11 @@ class _Child:
         except BrokenPipeError:
             self.error = "the process ended"
             return None
-        return self._answer()
+        answer = self._answer()
+        if answer is None:
+            return None
+        self.peak_rss = max(self.peak_rss, answer["peak_rss"])
+        return answer["ms"]
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -629,10 +1009,14 @@ def _worker(argv: Sequence[str]) -> int:
     for source in sources:
         _load_registrations(source)
     result, run = prepare(backend, model, bool(int(tiny)), int(seq), int(threads))
+    release_memory()
+    result.rss_ready, result.peak_rss_compile = memory_now()
     print(MARKER + json.dumps(asdict(result)), flush=True)
     for line in sys.stdin:
         command, _, count = line.partition(" ")
         if command != "run":
             break
-        print(MARKER + json.dumps(timed_runs(run, int(count))), flush=True)
+        times = timed_runs(run, int(count))
+        answer = {"ms": times, "peak_rss": memory_now()[1]}
+        print(MARKER + json.dumps(answer), flush=True)
     return 0

@@ -4,7 +4,10 @@ static cache and torch.compile, and OpenVINO GenAI, side by side in one run.
 Every row runs in its own child process, one after the other: each builds the same
 seeded model, makes the same seeded random prompt, compiles, generates once as a warm-up
 and then `rounds` more times, reports back as one JSON line and exits before the next
-starts (a full-size model is in memory once at a time). Measured, per row:
+starts (a full-size model is in memory once at a time). With fewer threads than cores,
+each child is pinned to that many cores (NNFactory's OpenVINO sizes its pool by the
+cores it may use, not by torch's thread count). Forge runs at fp32 and with int8
+weights. Measured, per row:
 
 * ready: model object -> ready to generate. Forge: `compile_lm` (torch.export and both
   programs, prefill and decode). HF static + torch.compile: the first `generate`'s extra
@@ -61,12 +64,15 @@ class Row:
     """What the table calls it."""
     genai: str = ""
     """The optimum-cli `--weight-format` of an OpenVINO GenAI row (run in its venv)."""
+    precision: str = "fp32"
+    """A Forge row's `compile_lm` precision."""
 
 
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
         Row("forge", "Forge (compile_lm)"),
+        Row("forge-int8", "Forge int8 weights", precision="int8"),
         Row("eager", "HF eager (dynamic cache)"),
         Row("hf-static", "HF static cache + compile"),
         Row("genai-fp32", "OpenVINO GenAI fp32", genai="fp32"),
@@ -180,12 +186,17 @@ def timed_rounds(call: Callable[[], Timed], rounds: int, result: RowResult) -> l
     return calls
 
 
-def run_forge(spec: GenerateSpec) -> RowResult:
+def run_forge(spec: GenerateSpec, row: str = "forge") -> RowResult:
     model, prompt = load_lm(spec)
-    result = RowResult("forge", version=f"forge-ugc {_forge_version()}", prompt=prompt)
+    result = RowResult(row, version=f"forge-ugc {_forge_version()}", prompt=prompt)
     prompt_capacity = spec.prompt_capacity or spec.prompt_len
     start = time.perf_counter()
-    lm = compile_lm(model, capacity=spec.capacity, prompt_capacity=prompt_capacity)
+    lm = compile_lm(
+        model,
+        capacity=spec.capacity,
+        prompt_capacity=prompt_capacity,
+        precision=ROWS[row].precision,
+    )
     result.ready_seconds = time.perf_counter() - start
     pre, dec = lm.prefill.report, lm.decode.report
     result.detail = (
@@ -193,6 +204,8 @@ def run_forge(spec: GenerateSpec) -> RowResult:
         f"{pre.segments} segment(s); decode {dec.total_seconds:.2f} s, {dec.segments} "
         f"segment(s); cache of {spec.capacity} positions"
     )
+    if ROWS[row].precision == "int8":
+        result.detail += "; int8 weight-only (symmetric, per channel), fp32 activations"
 
     def call() -> Timed:
         stamps: list[float] = []
@@ -313,6 +326,7 @@ def _worker(argv: Sequence[str]) -> int:
     torch.set_num_threads(spec.threads)
     runners: dict[str, Callable[[GenerateSpec], RowResult]] = {
         "forge": run_forge,
+        "forge-int8": lambda spec: run_forge(spec, "forge-int8"),
         "eager": run_eager,
         "hf-static": run_hf_static,
     }
@@ -451,11 +465,26 @@ class ChildAnswer:
     """One line: why there is no payload."""
 
 
-def run_child(command: list[str], env: dict[str, str], timeout: float) -> ChildAnswer:
-    """Run a child to its end; its `MARKER` line, or the last line of its stderr."""
+def run_child(
+    command: list[str], env: dict[str, str], timeout: float, cores: int | None = None
+) -> ChildAnswer:
+    """Run a child to its end; its `MARKER` line, or the last line of its stderr.
+
+    `cores`: the child may run on that many CPUs only (the first ones this process may
+    use). Thread-count settings do not reach every pool: NNFactory's OpenVINO takes one
+    thread per core it may run on, whatever torch's count, so `--threads 1` without this
+    would time Forge's graphs on every core against GenAI's one thread."""
+    allowed = sorted(os.sched_getaffinity(0))
+    pinned = allowed[:cores] if cores is not None and cores < len(allowed) else None
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=timeout, check=False
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+            preexec_fn=(lambda: os.sched_setaffinity(0, pinned)) if pinned else None,
         )
     except subprocess.TimeoutExpired:
         return ChildAnswer(None, f"killed after {timeout:.0f} s")
@@ -480,7 +509,7 @@ def _forge_child(role: str, spec: GenerateSpec, timeout: float, *extra: str) -> 
         scratch = tempfile.mkdtemp(prefix="forge-bench-generate-inductor-")
         env["TORCHINDUCTOR_CACHE_DIR"] = scratch
     try:
-        return run_child(command, env, timeout)
+        return run_child(command, env, timeout, spec.threads)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -499,7 +528,7 @@ def _genai_child(python: Path, args: list[str], threads: int, timeout: float) ->
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    return run_child([str(python), "-I", "-c", genai_program(), *args], env, timeout)
+    return run_child([str(python), "-I", "-c", genai_program(), *args], env, timeout, threads)
 
 
 def _result(answer: ChildAnswer, backend: str) -> RowResult:
@@ -638,7 +667,7 @@ class GenerateReport:
         lines = [
             f"forge bench --generate: {spec.model}{' (tiny)' if spec.tiny else ''}, batch 1, "
             f"prompt of {spec.prompt_len} seeded random tokens (seed {spec.seed}), "
-            f"{spec.max_new_tokens} new tokens, greedy, fp32, {spec.threads} thread(s)",
+            f"{spec.max_new_tokens} new tokens, greedy, fp32 activations, {spec.threads} thread(s)",
             f"CPU: {self.cpu}; load average {self.load[0]:.2f} before, {self.load[1]:.2f} after",
             f"median of {spec.rounds} round(s) after 1 warm-up; ratios: row / Forge "
             "(ready and TTFT: lower is better; tokens/s: higher is better)",

@@ -14,6 +14,7 @@ replays every saved spec.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from forge.campaign import Campaign
 from forge.devtools.shrink import Budget, ddmin
 from forge.diagnostics import ForgeError, one_line
 from forge.runtime.executor import compile_model
@@ -425,6 +427,11 @@ class ModelFuzzResult:
         )
 
 
+def crashed(spec: Any, why: str) -> Outcome:
+    """The outcome of a case whose Ray worker died, ran out of memory or hung."""
+    return Outcome("error", f"WorkerCrash: {why}")
+
+
 def fuzz_models(
     cases: int,
     seed: int = 0,
@@ -432,13 +439,16 @@ def fuzz_models(
     save_dir: Path | None = None,
     shrink_failures: bool = True,
     max_shrunk: int = 3,
+    campaign: Campaign | None = None,
 ) -> ModelFuzzResult:
-    """Compile and compare `cases` generated modules; the first `max_shrunk` failures are
-    shrunk (keeping their failure signature) and, with `save_dir`, saved as JSON specs."""
+    """Compile and compare `cases` generated modules (run by `campaign`, in order; serial
+    by default); the first `max_shrunk` failures are shrunk here (keeping their failure
+    signature) and, with `save_dir`, saved as JSON specs."""
     result = ModelFuzzResult()
-    for case in range(seed, seed + cases):
-        spec = generate(case)
-        outcome = check(spec, tolerance)
+    specs = [generate(case) for case in range(seed, seed + cases)]
+    check_case = functools.partial(check, tolerance=tolerance)
+    outcomes = (campaign or Campaign()).map(check_case, specs, crashed)
+    for spec, outcome in zip(specs, outcomes, strict=True):
         result.counts[outcome.kind] += 1
         result.worst = max(result.worst, outcome.worst)
         if outcome.kind == "match":
@@ -450,6 +460,6 @@ def fuzz_models(
         failure.shrunk = shrink(spec, fails_like(outcome, tolerance))
         if save_dir is not None:
             final = check(failure.shrunk, tolerance)
-            origin = f"forge fuzz-models, case seed {case}, tolerance {tolerance:g}"
+            origin = f"forge fuzz-models, case seed {spec.seed}, tolerance {tolerance:g}"
             failure.saved = save_spec(failure.shrunk, final, save_dir, origin)
     return result

@@ -12,7 +12,7 @@ three levels except where `EXCEPTIONS` says):
     forge.frontend                                capture, importer, models, loading
                                                   (transforms and conversion never import it)
     forge.dialects                                npu ops, shapes, dtypes, context
-    forge.files                                   atomic writes
+    forge.files, forge.campaign                   atomic writes; serial or Ray campaigns
     forge.diagnostics, forge.xdsl_compat          errors and xDSL fixes
 
 `test/python/devtools/test_layering.py` enforces it; `python -m forge.devtools.layers` prints
@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "forge.diagnostics": 0,
     "forge.xdsl_compat": 0,
     "forge.files": 1,
+    "forge.campaign": 1,
     "forge.dialects": 2,
     "forge.frontend": 3,
     "forge.transforms": 4,

@@ -80,6 +80,19 @@ def _first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def _rope_hint(model: torch.nn.Module) -> str:
+    """Why a transformers model with run-time RoPE scaling fails to export: "dynamic" and
+    "longrope" recompute their frequencies from the largest position at run time, a
+    data-dependent branch (found by `forge fuzz-models --family transformers`)."""
+    inner = getattr(model, "model", None)  # a StaticCacheLM wraps the causal LM
+    config = getattr(model, "config", None) or getattr(inner, "config", None)
+    rope = getattr(config, "rope_parameters", None)
+    kind = rope.get("rope_type") if isinstance(rope, dict) else None
+    if kind not in ("dynamic", "longrope"):
+        return ""
+    return f" (its '{kind}' RoPE scaling updates the frequencies from the positions at run time)"
+
+
 def capture(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -108,6 +121,7 @@ def capture(
     except Exception as e:  # torch raises many kinds; the user needs the first line
         raise CaptureError(
             f"torch.export could not capture {type(model).__name__}: {_first_line(e)}"
+            f"{_rope_hint(model)}"
         ) from e
     if mutates(exported):
         try:

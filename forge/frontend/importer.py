@@ -7,6 +7,7 @@ import never fails on an unknown ATen op; every fallback is recorded in `notes`.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections import Counter
@@ -81,8 +82,15 @@ def element_type(dtype: torch.dtype) -> Attribute:
 
 
 def tensor_type(value: Any) -> TensorType:
-    shape = [d if isinstance(d, int) else DYNAMIC_INDEX for d in value.shape]
-    return TensorType(element_type(value.dtype), shape)
+    shape = tuple(d if isinstance(d, int) else DYNAMIC_INDEX for d in value.shape)
+    return _tensor_type(value.dtype, shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_type(dtype: torch.dtype, shape: tuple[int, ...]) -> TensorType:
+    """One attribute per (dtype, shape): attributes are immutable values, and building and
+    verifying a TensorType was a third of the import's time (most ops share a few types)."""
+    return TensorType(element_type(dtype), shape)
 
 
 def is_tensor_node(arg: Any) -> bool:
@@ -93,8 +101,18 @@ def scalar_attr(value: Any) -> Attribute:
     if isinstance(value, bool):
         return IntegerAttr(int(value), i1)
     if isinstance(value, int):
-        return IntegerAttr(value, i64)
+        return i64_attr(value)
     return FloatAttr(float(value), f64)
+
+
+def i64_attr(value: int) -> IntegerAttr:
+    """`IntegerAttr(value, i64)`, one attribute per value (dims and indices repeat)."""
+    return _i64_attr(type(value), value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _i64_attr(kind: type, value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)  # `kind` keeps True and 1 apart
 
 
 def i64s(values: Sequence[int]) -> DenseArrayBase:
@@ -501,7 +519,7 @@ def convert_softmax(im: FxImporter, node: Node) -> Operation | None:
         npu.SoftmaxOp.create(
             operands=[im.value(node.args[0])],
             result_types=[im.result_type(node)],
-            properties={"dim": IntegerAttr(node.args[1], i64)},
+            properties={"dim": i64_attr(node.args[1])},
         )
     )
 
@@ -586,7 +604,7 @@ def _shape_op(
 
 
 def _int_prop(**positions: int) -> Callable[[Node], dict[str, Attribute]]:
-    return lambda node: {k: IntegerAttr(node.args[i], i64) for k, i in positions.items()}
+    return lambda node: {k: i64_attr(node.args[i]) for k, i in positions.items()}
 
 
 converts(aten.view.default, aten._unsafe_view.default)(_shape_op(npu.ViewOp))
@@ -608,9 +626,7 @@ def convert_slice(im: FxImporter, node: Node) -> Operation | None:
     if not all(isinstance(v, int) for v in values):
         return None
     props = dict(zip(("dim", "start", "end", "step"), values, strict=True))
-    return _shape_op(npu.SliceOp, lambda _: {k: IntegerAttr(v, i64) for k, v in props.items()})(
-        im, node
-    )
+    return _shape_op(npu.SliceOp, lambda _: {k: i64_attr(v) for k, v in props.items()})(im, node)
 
 
 @converts(aten.cat.default)
@@ -625,7 +641,7 @@ def convert_cat(im: FxImporter, node: Node) -> Operation | None:
         npu.CatOp.create(
             operands=[im.value(t) for t in tensors],
             result_types=[im.result_type(node)],
-            properties={"dim": IntegerAttr(im.arg(node, 1, "dim", 0), i64)},
+            properties={"dim": i64_attr(im.arg(node, 1, "dim", 0))},
         )
     )
 
@@ -642,7 +658,7 @@ def convert_split(im: FxImporter, node: Node) -> Operation | None:
         npu.SplitOp.create(
             operands=[im.value(node.args[0])],
             result_types=[tensor_type(p) for p in pieces],
-            properties={"dim": IntegerAttr(dim, i64), "split_sizes": i64s(sizes)},
+            properties={"dim": i64_attr(dim), "split_sizes": i64s(sizes)},
         )
     )
 

@@ -212,9 +212,12 @@ def compile(
     *,
     precision: str = "fp32",
     granularity: str = "segment",
+    cache: bool = False,
 ) -> CompiledModule:
     """`model` compiled for the shapes and dtypes of the example arguments (a tuple of
-    positional arguments, or one tensor), called like `model` itself."""
+    positional arguments, or one tensor), called like `model` itself. `cache=True` uses
+    the persistent compile cache (docs/compile-cache.md): off by default, as in
+    `compile_model`, so a library call never writes to the user's cache folder unasked."""
     if not isinstance(model, torch.nn.Module):
         raise ForgeError(f"forge.compile takes a torch.nn.Module, got {type(model).__name__}")
     if precision not in PRECISIONS:
@@ -228,7 +231,7 @@ def compile(
         raise ForgeError(f"example_kwargs must be a dict, got {type(example_kwargs).__name__}")
     kwargs = dict(example_kwargs or {})
     executor, report = compile_model(
-        model, args, kwargs, precision=precision, granularity=granularity
+        model, args, kwargs, precision=precision, granularity=granularity, cache=cache
     )
     flat, spec = tree_flatten_with_path((args, kwargs))
     if spec != report.in_spec:

@@ -1,13 +1,24 @@
-"""`forge doctor`'s check: a real NNFactory graph built, compiled and run on this machine."""
+"""`forge doctor`'s checks: a real NNFactory graph built, compiled and run on this
+machine, and the host profile placement reads (`forge.runtime.host_profile`)."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from forge.conversion.nnfactory_backend import device_name, load_backend
+from forge.runtime.host_profile import (
+    PROFILE_ENV,
+    LoadedProfile,
+    cache_path,
+    format_profile,
+    load_host_profile,
+)
+from forge.transforms.host_profile import ProfileError, read_profile
 
 
 @dataclass(frozen=True)
@@ -56,3 +67,21 @@ def smoke_test(batch: int = 8, in_features: int = 64, out_features: int = 32) ->
     expected = torch.softmax(torch.nn.functional.gelu(xt @ wt.T + bt), dim=-1)
     error = float(np.abs(out.astype(np.float32) - expected.numpy()).max())
     return SmokeResult(error, 1e-3, compiled - start, ran - compiled, device_name())
+
+
+def profile_summary(measure: bool, rebuild: bool = False) -> str:
+    """The host profile as a table of decisions: loaded, or measured when absent, stale
+    or `rebuild`, with `measure`; else the cached one if there is one (`forge doctor`
+    alone never measures)."""
+    if measure:
+        return format_profile(load_host_profile(rebuild=rebuild))
+    fixed = os.environ.get(PROFILE_ENV)
+    path = Path(fixed) if fixed else cache_path()
+    if not path.exists():
+        return f"host profile: none cached ({path}); `forge doctor --profile` measures it"
+    start = time.perf_counter()
+    try:
+        profile = read_profile(path)
+    except ProfileError as e:
+        return f"host profile: {e.args[0]}; `forge doctor --profile` measures it again"
+    return format_profile(LoadedProfile(path, profile, False, time.perf_counter() - start))

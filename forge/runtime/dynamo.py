@@ -63,6 +63,9 @@ class ShapeCache:
         self.precision = options.get("precision", "fp32")
         self.granularity = options.get("granularity", "segment")
         self.max_shapes = int(options.get("max_shapes", MAX_SHAPES))
+        self.cache = options.get("cache", False)
+        """The compile cache (off unless options={"cache": True}): keyed on the graph's
+        code, the example inputs and the weights it holds, like any model."""
         self.executors: OrderedDict[tuple, CompiledNPUExecutor | None] = OrderedDict()
 
     @staticmethod
@@ -94,7 +97,11 @@ class ShapeCache:
         )
         try:
             executor, _ = compile_model(
-                module, tensors, precision=self.precision, granularity=self.granularity
+                module,
+                tensors,
+                precision=self.precision,
+                granularity=self.granularity,
+                cache=self.cache,
             )
         except ForgeError as e:
             warn_once(f"{e}; running this graph eagerly")
@@ -118,10 +125,10 @@ def forge_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
     """Compile one Dynamo graph with Forge (options: precision, granularity,
-    max_shapes). Static graphs compile now; graphs with symbolic sizes compile per
+    max_shapes, cache). Static graphs compile now; graphs with symbolic sizes compile per
     concrete shape at their first call."""
     options = {**(options.pop("options", None) or {}), **options}  # torch.compile(options=)
-    unknown = set(options) - {"precision", "granularity", "max_shapes"}
+    unknown = set(options) - {"precision", "granularity", "max_shapes", "cache"}
     if unknown:
         raise ForgeError(f"unknown forge backend option(s): {', '.join(sorted(unknown))}")
     cache = ShapeCache(gm, options)

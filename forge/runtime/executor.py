@@ -17,10 +17,13 @@ A call copies the template, feeds the inputs and runs the steps in order.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,7 +31,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel, packed_gemm_available, packed_linear_kernel
+from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel, wants_threads
 from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -45,11 +48,13 @@ from forge.dialects.dtypes import PRECISIONS
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
+from forge.runtime.compile_cache import CachedProgram, CompileCache, compile_with_cache, open_cache
+from forge.runtime.host_profile import load_host_profile
 from forge.runtime.precision import measure_mixed_precision
+from forge.runtime.threads import graph_threads
 from forge.transforms.forge_pipeline import plan
-from forge.transforms.npu_linear_scan import AllocationReport
+from forge.transforms.npu_linear_scan import AllocationReport, allocate
 from forge.transforms.npu_liveness import is_view
-from forge.transforms.npu_place_devices import CPU_HEAD_GFLOPS
 from forge.transforms.npu_schedule_affinity import check_schedule
 
 
@@ -69,6 +74,9 @@ class Step:
     state_inputs: tuple[int, ...] = ()
     """Segment steps: the bound inputs (indices into `inputs`) that are state the caller
     owns, such as a KV cache read by attention (counted apart in `ExecutionStats`)."""
+    threaded: bool = False
+    """A CPU kernel worth torch's whole thread pool (`wants_threads`); the other CPU
+    steps of an executor with segments run on one thread (`forge.runtime.threads`)."""
 
 
 @dataclass
@@ -210,7 +218,8 @@ class CompiledNPUExecutor:
     def _add_cpu(self, op: Operation) -> None:
         inputs = tuple(self._slot(v) for v in op.operands)
         outputs = self._new_slots(op.results)
-        self._steps.append(Step(self._cpu_kernel(op), inputs, outputs, "cpu", False))
+        step = Step(self._cpu_kernel(op), inputs, outputs, "cpu", False)
+        self._steps.append(replace(step, threaded=wants_threads(op)))
 
     def _cpu_kernel(self, op: Operation) -> Callable[..., Any]:
         """`cpu_kernel(op)`, except that a linear whose weight is baked in (a weight
@@ -298,11 +307,16 @@ class CompiledNPUExecutor:
         env[: self.num_inputs] = inputs
         stats = ExecutionStats(calls=1)
         previous: str | None = None
-        with torch.no_grad():
+        policy = graph_threads() if self.segments else contextlib.nullcontext(0)
+        with torch.no_grad(), policy as pool:
+            threads = 1
             for step in self._steps:
                 if previous is not None and step.device != previous:
                     stats.transitions += 1
                 previous = step.device
+                if pool and (wanted := pool if step.threaded else 1) != threads:
+                    torch.set_num_threads(wanted)  # graph_threads restores it on exit
+                    threads = wanted
                 args = [env[i] for i in step.inputs]
                 outs = step.outputs
                 if step.segment:
@@ -322,6 +336,8 @@ class CompiledNPUExecutor:
                 targets = step.targets or (None,) * len(outs)
                 for slot, value, target in zip(outs, result, targets, strict=True):
                     env[slot] = _store(value, target)
+            if pool and threads != 1:  # back to one thread for the caller's block
+                torch.set_num_threads(1)
             for result, state in self._write_slots:  # in place, as eager mutates state
                 env[state].copy_(env[result])
                 stats.bytes_written_back += env[state].nbytes
@@ -379,6 +395,19 @@ class CompileReport:
     output_constants: dict[int, Any] = field(default_factory=dict)
     """Leaf index of `out_spec` -> the non-tensor value the model returns there (the
     executor returns tensors only)."""
+    cache: str = "off"
+    """The compile cache: "hit" (no export, import nor pipeline ran: `plan` is None and
+    `plan_summary` holds its figures), "miss" (compiled and stored) or "off"."""
+    cache_entry: str = ""
+    """The cache entry's key (its folder's name) when the cache was on."""
+    cache_key_seconds: float = 0.0
+    """Computing the cache key (weights fingerprint included)."""
+    cache_load_seconds: float = 0.0
+    """A hit: checking the entry's files and parsing its IR."""
+    cache_store_seconds: float = 0.0
+    """A miss: writing the entry (checksums of OpenVINO's blobs included)."""
+    plan_summary: dict[str, Any] | None = None
+    """On a hit, the stored figures of the plan (`compile_cache.plan_summary`)."""
 
     @property
     def total_seconds(self) -> float:
@@ -388,6 +417,9 @@ class CompileReport:
             + self.optimize_seconds
             + self.phase34_seconds
             + self.conversion_seconds
+            + self.cache_key_seconds
+            + self.cache_load_seconds
+            + self.cache_store_seconds
         )
 
     def format_times(self) -> str:
@@ -403,6 +435,12 @@ class CompileReport:
             f"  {'  of which NNFactory':<20}{self.nnfactory_compile_seconds:>9.3f} s "
             f"({self.segments} segment(s))"
         )
+        if self.cache != "off":
+            lines.append(f"  {'cache key':<20}{self.cache_key_seconds:>9.3f} s")
+            stage = ("cache load", self.cache_load_seconds)
+            if self.cache == "miss":
+                stage = ("cache store", self.cache_store_seconds)
+            lines.append(f"  {stage[0]:<20}{stage[1]:>9.3f} s")
         lines.append(f"  {'total':<20}{self.total_seconds:>9.3f} s")
         return "\n".join(lines)
 
@@ -422,24 +460,42 @@ def _precision_of(function: func.FuncOp, asked: str | None) -> str:
     return precision
 
 
-def head_gflops_for(precision: str) -> float:
-    """npu-place-devices' `cpu-head-gflops` for an executor at `precision`:
-    `CPU_HEAD_GFLOPS` at fp32 where MKL packs weights (`PackedLinear`), else 0 (at
-    fp16/int8 the precision applies to every linear, the head included)."""
-    return CPU_HEAD_GFLOPS if precision == "fp32" and packed_gemm_available() else 0.0
-
-
 def compile_model(
     model: torch.nn.Module,
     args: Sequence[Any],
     kwargs: Mapping[str, Any] | None = None,
     precision: str = "fp32",
     granularity: str = "segment",
-    cpu_head_gflops: float | None = None,
+    profile: str | None = None,
+    cache: bool | CompileCache | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
-    `cpu_head_gflops` is npu-place-devices' option (default: `head_gflops_for`)."""
+    `profile` is npu-place-devices' host profile (default: this host's, measured on
+    first use and cached, `forge.runtime.host_profile.load_host_profile`).
+    `cache` (off by default; True: `forge.runtime.compile_cache`'s default folder) skips
+    everything up to the NNFactory build when the same model, inputs and options were
+    compiled before, and lets OpenVINO load its compiled graphs."""
+    notes: list[str] = []
+    if profile is None:
+        host = load_host_profile()
+        profile = str(host.path)
+        if host.built:
+            notes.append(f"measured this host's profile in {host.load_seconds:.1f} s: {host.path}")
+    store = open_cache(cache)
+    if store is not None:
+        # The profile's contents, not its path, decide placement: a re-measured profile misses.
+        options = {"precision": precision, "granularity": granularity, "profile": profile}
+        options["profile_digest"] = hashlib.sha256(Path(profile).read_bytes()).hexdigest()
+        return compile_with_cache(
+            store,
+            model,
+            args,
+            kwargs,
+            options,
+            cold=lambda: compile_model(model, args, kwargs, precision, granularity, profile),
+            warm=lambda hit: _from_cache(hit, precision, granularity),
+        )
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
@@ -453,10 +509,8 @@ def compile_model(
         for s in exported.graph_signature.output_specs
         if s.kind == kinds.OutputKind.USER_OUTPUT
     ]
+    notes = [*notes, *program.notes]
     start = time.perf_counter()
-    if cpu_head_gflops is None:
-        cpu_head_gflops = head_gflops_for(precision)
-    notes = [*program.notes]
     fp16_weights = None
     if precision == "mixed":
         inputs = ordered_inputs(model, args, dict(kwargs or {}), program.input_names)
@@ -465,7 +519,7 @@ def compile_model(
         notes.append(mixed.note())
     report = plan(
         program.module,
-        cpu_head_gflops=cpu_head_gflops,
+        profile=profile,
         precision=precision,
         fp16_weights=fp16_weights,
     )
@@ -499,4 +553,38 @@ def compile_model(
         output_constants={
             i: a.value for i, a in enumerate(user_outputs) if isinstance(a, kinds.ConstantArgument)
         },
+    )
+
+
+def _from_cache(
+    hit: CachedProgram, precision: str, granularity: str
+) -> tuple[CompiledNPUExecutor, CompileReport]:
+    """The executor of a cache entry: its planned IR, the model's own tensors."""
+    function = entry_function(hit.module)
+    executor = CompiledNPUExecutor(
+        function,
+        hit.weights,
+        hit.num_inputs,
+        precision,
+        granularity=granularity,
+        allocation=allocate(function),
+    )
+    return executor, CompileReport(
+        plan=None,
+        export_seconds=0.0,
+        import_seconds=0.0,
+        optimize_seconds=0.0,
+        phase34_seconds=0.0,
+        conversion_seconds=executor.build_seconds,
+        nnfactory_compile_seconds=executor.compile_seconds,
+        segments=len(executor.segments),
+        npu_ops=executor.npu_ops,
+        fallback_ops=executor.fallback_ops,
+        input_names=list(hit.meta["input_names"]),
+        notes=[*hit.meta["notes"], *executor.notes],
+        in_spec=hit.in_spec,
+        out_spec=hit.out_spec,
+        input_constants=hit.input_constants,
+        output_constants=hit.output_constants,
+        plan_summary=hit.meta["summary"],
     )

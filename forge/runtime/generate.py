@@ -32,7 +32,9 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
+from forge.runtime.compile_cache import CompileCache
 from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
+from forge.runtime.threads import graph_threads
 
 
 @dataclass
@@ -116,6 +118,7 @@ class CompiledLM:
         """Empty the cache (zero its buffers in place, where both programs read them)."""
         self.wrapper.reset_cache()
 
+    @graph_threads()  # the host loop's torch ops on one thread, as the executors' own
     def generate(
         self,
         input_ids: torch.Tensor | Sequence[int],
@@ -277,9 +280,15 @@ def _prompt_ids(input_ids: torch.Tensor | Sequence[int]) -> list[int]:
     return prompt
 
 
-def _program(wrapper: StaticCacheLM, kwargs: dict, precision: str, granularity: str) -> Program:
+def _program(
+    wrapper: StaticCacheLM,
+    kwargs: dict,
+    precision: str,
+    granularity: str,
+    cache: bool | CompileCache | None = None,
+) -> Program:
     executor, report = compile_model(
-        wrapper, (), kwargs, precision=precision, granularity=granularity
+        wrapper, (), kwargs, precision=precision, granularity=granularity, cache=cache
     )
     names = list(report.input_names)
     unexpected = [n for n in names if n not in ("input_ids", "cache_position", "logits_at")]
@@ -296,11 +305,13 @@ def compile_lm(
     prompt_capacity: int = 32,
     precision: str = "fp32",
     granularity: str = "segment",
+    cache: bool | CompileCache | None = None,
 ) -> CompiledLM:
     """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
-    around one static cache of `capacity` positions."""
+    around one static cache of `capacity` positions (`cache`: the compile cache, one
+    entry per program; off by default)."""
     programs = capture_programs(model, capacity, prompt_capacity)
     wrapper = programs.wrapper
-    prefill = _program(wrapper, programs.prefill_kwargs, precision, granularity)
-    decode = _program(wrapper, programs.decode_kwargs, precision, granularity)
+    prefill = _program(wrapper, programs.prefill_kwargs, precision, granularity, cache)
+    decode = _program(wrapper, programs.decode_kwargs, precision, granularity, cache)
     return CompiledLM(wrapper, prefill, decode, capacity, prompt_capacity, precision)

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function
-from forge.runtime.executor import head_gflops_for
+from forge.runtime.host_profile import load_host_profile
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import alias_classes
 from forge.transforms.npu_optimize import PHASE2_PASSES
@@ -121,10 +121,11 @@ def run_variant(
     """The default pipeline without `removed`, in place on `module`, at `precision`
     (npu-assign-precision runs in it; under mixed with `mixed`, the measured
     `fp16-weights`, so the score and the executor see the measured assignment)."""
+    profile = str(load_host_profile().path)  # measured on first use, before the clock
     start = time.perf_counter()
     report = plan(
         module,
-        cpu_head_gflops=head_gflops_for(precision),
+        profile=profile,
         skip=(removed,) if removed else (),
         precision=precision,
         fp16_weights=tuple(mixed) if precision == "mixed" and mixed is not None else None,

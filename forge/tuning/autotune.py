@@ -15,11 +15,16 @@ whole sweep and an alpha whose rewrites do not occur joins the state before it. 
 is not run at all on a state that is already its fixed point (each drives its patterns
 to one), and a module is cloned only where configurations that share it go different
 ways.
+
+The score is checked against the executor by `latency_check` (`--latency K`): the top
+configurations compiled by `compile_model` and timed in interleaved rounds; the unit of
+that work, `measure_config`, takes and returns plain picklable data.
 """
 
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,11 +33,18 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from forge.diagnostics import ForgeError
+from forge.campaign import Campaign
+from forge.diagnostics import ForgeError, one_line
+from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
-from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
+from forge.frontend.loading import Loaded, load_model, ordered_inputs
+from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of, plan_options
 from forge.transforms.npu_optimize import PHASE2_PASSES
-from forge.transforms.npu_optimize_layout import CHANNELS_LAST, preferred_layouts
+from forge.transforms.npu_optimize_layout import (
+    CHANNELS_LAST,
+    PREFERRED_LAYOUT,
+    preferred_layouts,
+)
 from forge.transforms.pattern_pass import collect_statistics, count_ops
 from forge.tuning.cost import PRECISIONS as PRICED
 from forge.tuning.cost import CostModel, Features, Structure, analyze
@@ -291,7 +303,18 @@ def _wants_nhwc(group: _Group) -> bool:
     """Some operand asks for channels-last; if none does, layout=channels-last is exactly
     layout=auto on this state (the policies differ only there, and the pass inserts no
     such op)."""
-    return any(CHANNELS_LAST in preferred_layouts(op) for op in group.module.walk())
+    keys = [k for k, wants in PREFERRED_LAYOUT.items() if CHANNELS_LAST in wants]
+    opcodes = {k for k in keys if isinstance(k, str)}
+    classes = tuple(k for k in keys if not isinstance(k, str))
+    for op in group.module.walk():
+        # only an op that some entry asking for channels-last matches needs a look
+        if isinstance(op, npu.GenericOp):
+            candidate = op.opcode in opcodes
+        else:
+            candidate = bool(classes) and isinstance(op, classes)
+        if candidate and CHANNELS_LAST in preferred_layouts(op):
+            return True
+    return False
 
 
 def _same(a: ModuleOp, b: ModuleOp) -> bool:
@@ -371,3 +394,207 @@ def _validate(c: Config) -> None:
         raise ForgeError(f"precision must be one of {', '.join(PRICED)}, got '{c.precision}'")
     if c.iterations < 1:
         raise ForgeError(f"iterations must be at least 1, got {c.iterations}")
+
+
+# ------------------------------------------------------------- measured latency
+
+
+@dataclass(frozen=True)
+class ConfigLatency:
+    """One configuration compiled through the executor and timed."""
+
+    config: Config
+    compile_seconds: float
+    """`compile_model`, capture to a ready executor."""
+    times: tuple[float, ...]
+    """Seconds per timed call, in order (after one untimed warm-up call)."""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def fastest(self) -> float:
+        return min(self.times)
+
+
+@dataclass
+class _Case:
+    """A configuration's ready executor and the inputs it runs on."""
+
+    config: Config
+    call: Callable[[], object]
+    compile_seconds: float
+
+    def time_once(self) -> float:
+        start = time.perf_counter()
+        self.call()
+        return time.perf_counter() - start
+
+
+def _compile_case(loaded: Loaded, config: Config) -> _Case:
+    """`compile_model` at the configuration's precision, with its alpha, layout and
+    iterations for forge-pipeline (`plan_options`): the executor `forge compile` builds."""
+    from forge.runtime.executor import compile_model
+
+    _validate(config)
+    if any(p.is_meta for p in loaded.model.parameters()):
+        raise ForgeError(f"{loaded.name}: built on the meta device (too large here); no latency")
+    start = time.perf_counter()
+    with plan_options(alpha=config.alpha, layout=config.layout, iterations=config.iterations):
+        executor, _ = compile_model(
+            loaded.model, loaded.args, loaded.kwargs, precision=config.precision
+        )
+    seconds = time.perf_counter() - start
+    inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
+    return _Case(config, lambda: executor(*inputs), seconds)
+
+
+def measure_config(
+    model_name: str, tiny: bool, seq: int, config: Config, runs: int, **loading: bool
+) -> ConfigLatency:
+    """Load `model_name` (seeded weights, `seq` tokens), compile it at `config` and time
+    `runs` calls after one warm-up. Arguments and result are plain picklable data, so
+    each configuration can be measured in a process or on a machine of its own.
+    `loading` are `load_model`'s flags (allow_pickle, trust_remote_code)."""
+    if runs < 1:
+        raise ForgeError(f"runs must be at least 1, got {runs}")
+    case = _compile_case(load_model(model_name, tiny, seq, **loading), config)
+    case.call()
+    times = tuple(case.time_once() for _ in range(runs))
+    return ConfigLatency(config, case.compile_seconds, times)
+
+
+@dataclass(frozen=True)
+class LatencyCase:
+    """One campaign case of `--latency`: a configuration measured on a machine of its
+    own (plain data, so a Ray worker can run it)."""
+
+    model_name: str
+    tiny: bool
+    seq: int
+    config: Config
+    runs: int
+    loading: tuple[tuple[str, bool], ...] = ()
+
+
+def latency_case(case: LatencyCase) -> ConfigLatency | str:
+    """`measure_config` for a case; an error is returned as its one line, not raised."""
+    try:
+        return measure_config(
+            case.model_name, case.tiny, case.seq, case.config, case.runs, **dict(case.loading)
+        )
+    except Exception as e:
+        return f"{case.config.format()}: {type(e).__name__}: {one_line(str(e))}"
+
+
+def measure_on(campaign: Campaign) -> Callable[..., list[ConfigLatency]]:
+    """A `latency_check` measure that sends each configuration to `latency_case` on the
+    campaign, one per node at a time (timing must not share a machine)."""
+
+    def measure(
+        model_name: str, tiny: bool, seq: int, configs: Sequence[Config], runs: int, **loading: bool
+    ) -> list[ConfigLatency]:
+        cases = [
+            LatencyCase(model_name, tiny, seq, c, runs, tuple(sorted(loading.items())))
+            for c in configs
+        ]
+        results = list(campaign.map(latency_case, cases, lambda c, why: why, exclusive=True))
+        errors = [r for r in results if isinstance(r, str)]
+        if errors:
+            raise ForgeError(f"--latency: {len(errors)} configuration(s) failed; {errors[0]}")
+        return [r for r in results if not isinstance(r, str)]
+
+    return measure
+
+
+def measure_interleaved(
+    model_name: str, tiny: bool, seq: int, configs: Sequence[Config], runs: int, **loading: bool
+) -> list[ConfigLatency]:
+    """`measure_config` for several configurations in this process, interleaved: all are
+    compiled first, then each of `runs` rounds times one call of every configuration
+    (the starting one rotating), so that drift on a busy machine hits them alike."""
+    if runs < 1:
+        raise ForgeError(f"runs must be at least 1, got {runs}")
+    loaded = load_model(model_name, tiny, seq, **loading)
+    cases = [_compile_case(loaded, c) for c in configs]
+    for case in cases:
+        case.call()
+    times: list[list[float]] = [[] for _ in cases]
+    for round_ in range(runs):
+        for k in range(len(cases)):
+            i = (round_ + k) % len(cases)
+            times[i].append(cases[i].time_once())
+    return [
+        ConfigLatency(c.config, c.compile_seconds, tuple(t))
+        for c, t in zip(cases, times, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    predicted: int | None
+    """Rank by cost-model score in the sweep (1: the pick); None for a default that was
+    not among the swept configurations."""
+    measured: int
+    """Rank by median measured latency among the measured configurations."""
+    trial: Trial
+    latency: ConfigLatency
+
+
+def latency_check(
+    report: AutotuneReport,
+    model_name: str,
+    tiny: bool,
+    seq: int,
+    top: int,
+    runs: int,
+    measure: Callable[..., list[ConfigLatency]] = measure_interleaved,
+    **loading: bool,
+) -> list[LatencyRow]:
+    """Measure the `top` best-scored configurations and the default; rows in predicted
+    order, each with its measured rank (by median latency). `measure(model_name, tiny,
+    seq, configs, runs, **loading)` does the timing: `measure_interleaved` here, or one
+    that sends each configuration to `measure_config` elsewhere."""
+    if top < 1:
+        raise ForgeError(f"--latency needs at least 1 configuration, got {top}")
+    ranked = report.ranked()
+    chosen = ranked[:top]
+    if all(t.config != DEFAULT for t in chosen):
+        chosen.append(report.default)
+    position = {t.config: i for i, t in enumerate(ranked, 1)}
+    latencies = measure(model_name, tiny, seq, [t.config for t in chosen], runs, **loading)
+    order = sorted(range(len(chosen)), key=lambda i: latencies[i].median)
+    measured = {i: rank for rank, i in enumerate(order, 1)}
+    rows = zip(chosen, latencies, strict=True)
+    return [
+        LatencyRow(position.get(t.config), measured[i], t, lat) for i, (t, lat) in enumerate(rows)
+    ]
+
+
+def format_latency(rows: Sequence[LatencyRow], runs: int) -> str:
+    """The predicted-vs-measured table and a one-line verdict on the cost model's pick."""
+    lines = [
+        f"{'pred':>4}{'meas':>5}  {'configuration':<54}{'score':>10}"
+        f"{'median ms':>11}{'fastest ms':>12}{'compile s':>11}"
+    ]
+    for r in rows:
+        name = r.trial.config.format() + (" (default)" if r.trial.config == DEFAULT else "")
+        predicted = "-" if r.predicted is None else str(r.predicted)
+        lines.append(
+            f"{predicted:>4}{r.measured:>5}  {name:<54}{r.trial.score:>10.2f}"
+            f"{r.latency.median * 1e3:>11.2f}{r.latency.fastest * 1e3:>12.2f}"
+            f"{r.latency.compile_seconds:>11.2f}"
+        )
+    pick = rows[0]  # the best-scored: rows are in predicted order
+    best = min(rows, key=lambda r: r.measured)
+    if pick is best:
+        verdict = "the cost model's pick is also the fastest measured"
+    else:
+        gap = pick.latency.median / best.latency.median - 1.0
+        verdict = (
+            f"the cost model's pick is measured rank {pick.measured} of {len(rows)}: "
+            f"{best.trial.config.format()} is {gap * 100:.1f}% faster (median)"
+        )
+    lines.append(f"{verdict} ({runs} interleaved rounds)")
+    return "\n".join(lines)

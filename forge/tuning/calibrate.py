@@ -7,9 +7,11 @@ assignment, `forge.runtime.precision.program_fp16_weights`). Each point gets the
 features of its planned graph and its measured latency.
 
 The machine is noisy, so latency is measured in interleaved rounds: every round runs
-every point (in a fresh random order) `runs` times and keeps the median; a point's
-latency is its fastest round, so a burst of load hits a few samples of many points
-instead of all samples of a few, and is then discarded.
+every point of a model variant (in a fresh random order) `runs` times and keeps the
+median; a point's latency is its fastest round, so a burst of load hits a few samples
+of many points instead of all samples of a few, and is then discarded. A variant
+(built, then timed) is one campaign case: `--ray` spreads the variants over a
+cluster's nodes, one variant per node at a time.
 
 The weights are fitted by non-negative least squares on relative error (every row
 divided by its latency, so a 1 ms point weighs as much as a 100 ms one): ranks are
@@ -36,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from forge.diagnostics import ForgeError
+from forge.campaign import Campaign
+from forge.diagnostics import ForgeError, one_line
 from forge.dialects.context import entry_function, make_context
 from forge.frontend import models
 from forge.frontend.loading import Loaded, load_program, ordered_inputs, program_of
@@ -421,6 +424,51 @@ def fit_points(points: Sequence[Point], held_out: Sequence[bool], source: str) -
     )
 
 
+@dataclass(frozen=True)
+class VariantCase:
+    """One campaign case: a variant's points built and measured on one machine (plain
+    data, so a Ray worker can run it)."""
+
+    variant: Variant
+    seed: int
+    rounds: int
+    runs: int
+
+
+@dataclass
+class VariantResult:
+    name: str
+    points: list[Point]
+    build_seconds: float = 0.0
+    measure_seconds: float = 0.0
+    error: str = ""
+
+
+def calibrate_variant(case: VariantCase) -> VariantResult:
+    """Build `case.variant`'s points and time them in interleaved rounds. Its random
+    draws depend on the seed and the variant only, so the case list is the same
+    however the campaign runs."""
+    result = VariantResult(case.variant.name, [])
+    rng = random.Random(f"{case.seed}:{case.variant.name}")
+    try:
+        start = time.perf_counter()
+        points = build_points(case.variant, rng, lambda line: None)
+        result.build_seconds = time.perf_counter() - start
+        measure(points, case.rounds, case.runs, rng, lambda line: None)
+        result.measure_seconds = time.perf_counter() - start - result.build_seconds
+    except Exception as e:
+        result.error = f"{type(e).__name__}: {one_line(str(e))}"
+        return result
+    for p in points:
+        p.run = None  # release the executor (and let the points pickle)
+    result.points = points
+    return result
+
+
+def _crashed(case: VariantCase, why: str) -> VariantResult:
+    return VariantResult(case.variant.name, [], error=why)
+
+
 def calibrate(
     models: Sequence[str] = MODELS,
     seqs: Sequence[int] = SEQS,
@@ -432,24 +480,34 @@ def calibrate(
     holdout: float = 0.3,
     seed: int = 0,
     progress: Progress = lambda line: None,
+    campaign: Campaign | None = None,
 ) -> CalibrationReport:
-    """Build the points, measure them, fit and evaluate (nothing is saved)."""
+    """Build and measure the points, variant by variant (each variant a campaign case:
+    on Ray, one per node at a time), then fit and evaluate (nothing is saved)."""
     if rounds < 1 or runs < 1:
         raise ForgeError("--rounds and --runs must be at least 1")
-    rng = random.Random(seed)
-    start = time.perf_counter()
-    built: list[Point] = []
+    campaign = campaign or Campaign()
     chosen = variants(models, seqs, points, full, depths)
-    progress(f"building {sum(v.points for v in chosen)} points over {len(chosen)} models")
-    for variant in chosen:
-        built.extend(build_points(variant, rng, progress))
-    build_seconds = time.perf_counter() - start
-    progress(f"measuring {len(built)} points: {rounds} rounds x {runs} runs")
-    start = time.perf_counter()
-    measure(built, rounds, runs, rng, progress)
-    measure_seconds = time.perf_counter() - start
-    for p in built:
-        p.run = None  # release the executors
+    progress(
+        f"building and timing {sum(v.points for v in chosen)} points over {len(chosen)} models "
+        f"({rounds} rounds x {runs} runs; {campaign.describe(exclusive=True)})"
+    )
+    cases = [VariantCase(v, seed, rounds, runs) for v in chosen]
+    built: list[Point] = []
+    build_seconds = measure_seconds = 0.0
+    for result in campaign.map(calibrate_variant, cases, _crashed, exclusive=True):
+        if result.error:
+            progress(f"  {result.name}: skipped: {result.error}")
+            continue
+        progress(
+            f"  {result.name}: {len(result.points)} points (building "
+            f"{result.build_seconds:.1f} s, timing {result.measure_seconds:.1f} s)"
+        )
+        built.extend(result.points)
+        build_seconds += result.build_seconds
+        measure_seconds += result.measure_seconds
+    if len(built) < 4:
+        raise ForgeError(f"calibrate measured {len(built)} points; it needs at least 4")
     source = (
         f"calibrated by forge calibrate ({len(built)} points, {rounds}x{runs} runs, seed {seed})"
     )

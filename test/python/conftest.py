@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,19 @@ from forge.frontend import models
 from forge.frontend.capture import capture
 from forge.frontend.importer import ImportedProgram, import_program
 from forge.runtime.reference import ReferenceExecutor
+
+PROFILES = Path(__file__).resolve().parents[1] / "transforms" / "Inputs"
+NPU_PROFILE = PROFILES / "host-profile-npu.json"
+"""A fixed host profile where NNFactory wins every linear: what compiles use in tests,
+so plans do not depend on the machine (and no test run measures it but one)."""
+CPU_PROFILE = PROFILES / "host-profile-cpu.json"
+"""A fixed host profile where the CPU wins every linear, transitions included."""
+os.environ["FORGE_HOST_PROFILE"] = str(NPU_PROFILE)
+# Forge's caches (compile cache, host profiles) go to a private folder removed at exit,
+# never the user's ~/.cache/forge.
+_CACHE_ROOT = tempfile.mkdtemp(prefix="forge-test-cache-")
+os.environ["FORGE_CACHE_DIR"] = _CACHE_ROOT
+atexit.register(shutil.rmtree, _CACHE_ROOT, ignore_errors=True)
 
 
 @dataclass

@@ -1,12 +1,22 @@
 // npu-place-devices: the capability table decides; unsupported ops go to the CPU, and
-// data movement of CPU values stays on the CPU; with cpu-head-gflops=G, heads of at
-// least G GFLOP go to the CPU (packed GEMM).
+// data movement of CPU values stays on the CPU; with a host profile (profile=PATH),
+// fp32 linears go where that host measured them cheaper, transitions included.
+// The profiles are fixed files (Inputs/host-profile-*.json), so the output does not
+// depend on the machine: all three measured a 4x8->16 linear (1024 FLOP, as every
+// linear of the profile tests here, so no scaling). The CPU must come in under 85% of
+// NNFactory's time (MARGIN), here 0.85 x 1.6 = 1.36 ms.
+//   cpu:      CPU 1.0 ms, NNFactory 1.6 ms, 0.1 ms per transition
+//   npu:      CPU 2.0 ms, NNFactory 1.0 ms, 0.1 ms per transition
+//   slow-hop: as cpu, with 0.2 ms per transition
 
 // RUN: forge-opt %s -p npu-place-devices --split-input-file | filecheck %s
-// RUN: forge-opt %s -p 'npu-place-devices{cpu-head-gflops=0.000001}' --split-input-file | filecheck %s --check-prefix=HEAD
-// RUN: not forge-opt %s -p 'npu-place-devices{cpu-head-gflops=-1}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: not forge-opt %s -p 'npu-place-devices{cpu-head-gflops=nan}' 2>&1 | filecheck %s --check-prefix=BAD
-// BAD: forge-opt: error: invalid pass pipeline {{.*}}: cpu-head-gflops must be a finite number >= 0, got
+// RUN: forge-opt %s -p 'npu-place-devices{profile="%S/Inputs/host-profile-cpu.json"}' --split-input-file | filecheck %s --check-prefix=CPU
+// RUN: forge-opt %s -p 'npu-place-devices{profile="%S/Inputs/host-profile-npu.json"}' --split-input-file | filecheck %s --check-prefix=NPU
+// RUN: forge-opt %s -p 'npu-place-devices{profile="%S/Inputs/host-profile-slow-hop.json"}' --split-input-file | filecheck %s --check-prefix=HOP
+// RUN: not forge-opt %s -p 'npu-place-devices{profile="%S/Inputs/missing.json"}' 2>&1 | filecheck %s --check-prefix=MISSING
+// RUN: not forge-opt %s -p 'npu-place-devices{profile="%s"}' 2>&1 | filecheck %s --check-prefix=NOTJSON
+// MISSING: forge-opt: error: invalid pass pipeline {{.*}}: cannot read host profile {{.*}}missing.json: No such file or directory
+// NOTJSON: forge-opt: error: invalid pass pipeline {{.*}}: {{.*}}npu-place-devices.mlir: not JSON
 
 // Positive: float contractions, attention, norms and activations run on the NPU.
 // CHECK-LABEL: func.func @npu_ops
@@ -99,15 +109,17 @@ func.func @constants(%m: tensor<4xi1>, %x: tensor<4xf32>) -> (tensor<4xf32>, ten
 
 // -----
 
-// Heads (cpu-head-gflops): a weighted fp32 linear that only func.return reads, with a
-// weight argument, moves to the CPU at or above the threshold (1e-6 GFLOP on the second
-// RUN line; these do 2*4*16*8 = 1024 FLOP). Negative by default: the option is off.
+// Linears read only by func.return (heads) whose input is an argument: no transition
+// either way, so the faster device takes them. Off without a profile.
 // CHECK-LABEL: func.func @heads
 // CHECK:         npu.linear {{.*}}device = "npu"
 // CHECK-NEXT:    npu.addmm {{.*}}device = "npu"
-// HEAD-LABEL:  func.func @heads
-// HEAD:          npu.linear {{.*}}device = "cpu"
-// HEAD-NEXT:     npu.addmm {{.*}}device = "cpu"
+// CPU-LABEL:   func.func @heads
+// CPU:           npu.linear {{.*}}device = "cpu"
+// CPU-NEXT:      npu.addmm {{.*}}device = "cpu"
+// NPU-LABEL:   func.func @heads
+// NPU:           npu.linear {{.*}}device = "npu"
+// NPU-NEXT:      npu.addmm {{.*}}device = "npu"
 func.func @heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %wt: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
   %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %1 = npu.addmm %b, %x, %wt : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
@@ -116,23 +128,43 @@ func.func @heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, 
 
 // -----
 
-// Negative (heads): a linear another op reads, one whose weight is computed, one with
-// an fp16 weight, and one below the threshold (2*1*2*8 = 32 FLOP) stay on the NPU.
-// HEAD-LABEL:  func.func @not_heads
-// HEAD:          %0 = npu.linear {{.*}}device = "npu"
-// HEAD-NEXT:     npu.gelu {{.*}}device = "npu"
-// HEAD-NEXT:     %2 = npu.exp %w {device = "npu"}
-// HEAD-NEXT:     %3 = npu.linear {{.*}}device = "npu"
-// HEAD-NEXT:     %4 = npu.linear {{.*}}device = "npu"
-// HEAD-NEXT:     %5 = npu.linear {{.*}}device = "npu"
-func.func @not_heads(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %s: tensor<1x8xf32>, %v: tensor<2x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<1x2xf32>) {
-  %0 = npu.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
-  %1 = npu.gelu %0 : tensor<4x16xf32>
-  %2 = npu.exp %w : tensor<16x8xf32>
-  %3 = npu.linear %x, %2 : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
-  %4 = npu.linear %x, %w {precision = "fp16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
-  %5 = npu.linear %s, %v : (tensor<1x8xf32>, tensor<2x8xf32>) -> tensor<1x2xf32>
-  func.return %0, %1, %3, %4, %5 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<1x2xf32>
+// An LM head after an NPU op: one transition (1.0 + 0.1 or + 0.2 < 1.36: the CPU on
+// both profiles where the CPU wins). A linear between NPU ops: two transitions, and
+// the dearer transition flips it back (1.0 + 2 x 0.1 = 1.2 < 1.36: CPU; 1.0 + 2 x 0.2
+// = 1.4 > 1.36: NPU).
+// CPU-LABEL:   func.func @transitions
+// CPU:           npu.gelu {{.*}}device = "npu"
+// CPU-NEXT:      npu.linear {{.*}}device = "cpu"
+// CPU-NEXT:      npu.gelu {{.*}}device = "npu"
+// CPU-NEXT:      npu.linear {{.*}}device = "cpu"
+// HOP-LABEL:   func.func @transitions
+// HOP:           npu.gelu {{.*}}device = "npu"
+// HOP-NEXT:      npu.linear {{.*}}device = "npu"
+// HOP-NEXT:      npu.gelu {{.*}}device = "npu"
+// HOP-NEXT:      npu.linear {{.*}}device = "cpu"
+// NPU-LABEL:   func.func @transitions
+// NPU-COUNT-4:   device = "npu"
+func.func @transitions(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %h: tensor<8x16xf32>) -> tensor<4x8xf32> {
+  %0 = npu.gelu %x : tensor<4x8xf32>
+  %1 = npu.linear %0, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %2 = npu.gelu %1 : tensor<4x16xf32>
+  %3 = npu.linear %2, %h : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  func.return %3 : tensor<4x8xf32>
+}
+
+// -----
+
+// Negative (profile): a linear whose weight is computed, and one with an fp16 weight
+// (the profile measured fp32 graphs), stay on the NPU even where the CPU wins.
+// CPU-LABEL:   func.func @not_moved
+// CPU:           %0 = npu.exp %w {device = "npu"}
+// CPU-NEXT:      %1 = npu.linear {{.*}}device = "npu"
+// CPU-NEXT:      %2 = npu.linear {{.*}}device = "npu"
+func.func @not_moved(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %0 = npu.exp %w : tensor<16x8xf32>
+  %1 = npu.linear %x, %0 : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %2 = npu.linear %x, %w {precision = "fp16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  func.return %1, %2 : tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TinyModel, load_tiny
+from conftest import CPU_PROFILE, TinyModel, load_tiny
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
@@ -126,14 +126,16 @@ def test_program_runs_as_the_executor(
 
 def test_head_on_the_cpu_prints_packed_linear() -> None:
     """A head npu-place-devices moved to the CPU is printed as the executor runs it: a
-    PackedLinear made in build(W), bit-equal to the executor."""
+    PackedLinear made in build(W), bit-equal to the executor. (With this profile the
+    CPU wins every linear, so the layers' linears are packed too.)"""
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()
-    plan(module, cpu_head_gflops=1e-9)
+    plan(module, profile=str(CPU_PROFILE))
     source = check_program(tiny, module, "fp32", "segment", "constants")
     assert "from forge.conversion.cpu_kernels import PackedLinear" in source
-    assert re.search(r"pack0 = PackedLinear\(W\['[\w.]+'\], in_out=False, rows=\d+", source)
-    assert re.search(r"\n    \w+ = pack0\(\w+\)\n    return", source)
+    head = re.search(r"(pack\d+) = PackedLinear\(W\['[\w.]+'\], in_out=False, rows=\d+", source)
+    assert head is not None
+    assert re.search(rf"\n    \w+ = {head.group(1)}\(\w+\)\n    return", source)
 
 
 def test_mixed_follows_the_precision_attributes() -> None:

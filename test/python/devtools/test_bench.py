@@ -1,6 +1,6 @@
 """`forge bench` on a tiny model: child processes, the report, the JSON schema, the
-optional backends reported as skipped when their extra is missing, and a backend
-added with one registration."""
+optional backends reported as skipped when their extra or venv is missing, a backend
+added with one registration, and the memory plan (which backends are timed together)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ import torch
 from forge.commands import bench as bench_command
 from forge.devtools import bench
 from forge.devtools import report as report_plots
-from forge.devtools.bench import BackendResult, BenchReport, run_bench
+from forge.devtools.bench import GIB, BackendResult, BenchReport, Footprint, run_bench
 from forge.diagnostics import ForgeError
 
 TEST_BACKEND = "test-inference-mode"
@@ -68,12 +69,21 @@ def test_report_prints_ratios_and_json_schema(report: BenchReport) -> None:
 
 
 def test_missing_extra_is_skipped_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    openvino = dataclasses.replace(bench.REGISTRY["openvino"], extra="forge_no_such_module")
-    monkeypatch.setitem(bench.REGISTRY, "openvino", openvino)
-    result = run_bench("gpt2", ["openvino"], seq=8, runs=1, tiny=True)
-    skipped = result.results["openvino"].skipped
+    name = "openvino-2024.4"  # in Forge's venv
+    openvino = dataclasses.replace(bench.REGISTRY[name], extra="forge_no_such_module")
+    monkeypatch.setitem(bench.REGISTRY, name, openvino)
+    result = run_bench("gpt2", [name], seq=8, runs=1, tiny=True)
+    skipped = result.results[name].skipped
     assert "forge_no_such_module" in skipped and "not installed" in skipped
-    assert "skipped OpenVINO" in result.format()
+    assert "skipped OpenVINO CPU" in result.format()  # no child, so no version
+
+
+def test_missing_bench_venv_is_skipped_not_failed(tmp_path: Path) -> None:
+    nowhere = tmp_path / "venv-bench" / "bin" / "python"
+    result = run_bench("gpt2", ["openvino", "onnxruntime"], tiny=True, bench_python=nowhere)
+    for name in ("openvino", "onnxruntime"):
+        assert result.results[name].skipped.startswith(f"no bench venv at {nowhere}")
+    assert "skipped ONNX Runtime CPU: no bench venv" in result.format()
 
 
 def test_failing_backend_is_reported_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,3 +150,126 @@ def test_every_list_derives_from_the_registry() -> None:
     assert report_plots._backends(table) == ["eager", TEST_BACKEND, "zz-unregistered"]
     with pytest.raises(ForgeError, match="already registered"):
         bench.register(bench.REGISTRY["eager"])
+
+
+def test_labels_name_the_version_the_child_reported() -> None:
+    assert bench.label("openvino", "OpenVINO 2026.4.1") == "OpenVINO 2026.4.1 CPU"
+    assert bench.label("openvino-2024.4", "OpenVINO 2024.4.0") == "OpenVINO 2024.4.0 CPU"
+    assert bench.label("onnxruntime", "ONNX Runtime 1.32.0") == "ONNX Runtime 1.32.0 CPU"
+    assert bench.label("onnxruntime") == "ONNX Runtime CPU"
+    assert bench.label("eager", "torch 2.13.0") == "torch eager"  # no {version} in it
+
+
+# ------------------------------------------------------------------------ memory plan
+
+MEMINFO = """MemTotal:       24576000 kB
+MemFree:         1000000 kB
+MemAvailable:   20971520 kB
+Buffers:           1000 kB
+"""
+
+
+def test_mem_available_reads_meminfo() -> None:
+    assert bench.mem_available(MEMINFO) == 20 * GIB
+    assert bench.mem_available("MemTotal: 1 kB\n") is None
+    assert bench.mem_available() is None or bench.mem_available() > 0  # this machine
+
+
+def test_footprint_estimate_is_base_plus_factors() -> None:
+    resident, peak = Footprint(GIB, 1.5, 2.5).estimate(2 * GIB)
+    assert (resident, peak) == (4 * GIB, 6 * GIB)
+    # A peak factor below the resident one still never estimates less than resident.
+    assert Footprint(GIB, 2.0, 1.0).estimate(GIB) == (3 * GIB, 3 * GIB)
+
+
+def test_all_fit_one_group() -> None:
+    estimates = {b: (1 * GIB, 2 * GIB) for b in ("a", "b", "c")}
+    assert bench.plan_groups(["a", "b", "c"], estimates, 20 * GIB) == [["a", "b", "c"]]
+
+
+def test_none_fit_together_every_backend_alone() -> None:
+    estimates = {b: (6 * GIB, 11 * GIB) for b in ("forge", "openvino", "onnxruntime")}
+    groups = bench.plan_groups(["forge", "openvino", "onnxruntime"], estimates, 16 * GIB)
+    assert groups == [["forge"], ["openvino"], ["onnxruntime"]]
+
+
+def test_groups_keep_the_order_and_pack_what_fits() -> None:
+    estimates = {"a": (2 * GIB, 4 * GIB), "b": (2 * GIB, 4 * GIB), "c": (8 * GIB, 10 * GIB)}
+    estimates["d"] = (1 * GIB, 1 * GIB)
+    groups = bench.plan_groups(["a", "b", "c", "d"], estimates, 10 * GIB)
+    # a+b: 2 + 4 at worst; c does not fit beside them (2 + 2 + 10 > 10, a's compile
+    # beside b and c is 4 + 2 + 8); d fits beside c while c sits at its resident size
+    # (8 + 1) but not while c compiles (10 + 1 > 10).
+    assert groups == [["a", "b"], ["c"], ["d"]]
+    assert bench.plan_groups(["a", "b", "c", "d"], estimates, 11 * GIB) == [
+        ["a", "b"],
+        ["c", "d"],
+    ]
+
+
+def test_the_compile_peak_decides_not_just_the_resident_sizes() -> None:
+    estimates = {"x": (2 * GIB, 9 * GIB), "y": (2 * GIB, 9 * GIB)}
+    # Resident together 4 GiB, but one compiling beside the other: 9 + 2.
+    assert bench.plan_groups(["x", "y"], estimates, 10 * GIB) == [["x"], ["y"]]
+    assert bench.plan_groups(["x", "y"], estimates, 11 * GIB) == [["x", "y"]]
+
+
+def test_a_backend_too_large_alone_still_gets_a_group() -> None:
+    estimates = {"small": (1 * GIB, 1 * GIB), "huge": (30 * GIB, 40 * GIB)}
+    groups = bench.plan_groups(
+        ["small", "huge", "small2"], {**estimates, "small2": (GIB, GIB)}, 8 * GIB
+    )
+    assert groups == [["small"], ["huge"], ["small2"]]
+
+
+def test_weight_bytes_without_allocating() -> None:
+    expected = sum(
+        p.numel() * 4
+        for p in dict.fromkeys(bench.models.build_model("gpt2", tiny=True).parameters())
+    )
+    assert bench.weight_bytes("gpt2", tiny=True) == expected
+    full = bench.weight_bytes("llama-3.2-1b", tiny=False)
+    assert full is not None and 4.9e9 < full < 5.0e9  # 1,235,814,400 fp32 parameters
+    assert bench.weight_bytes("file.py:factory", tiny=True) is None
+
+
+def test_when_they_do_not_fit_groups_run_one_after_another() -> None:
+    # MemAvailable as if the machine had almost nothing free: every backend alone.
+    done = run_bench(
+        "gpt2",
+        ["eager", TEST_BACKEND],
+        seq=8,
+        runs=2,
+        threads=1,
+        tiny=True,
+        compile_repeats=1,
+        available=GIB // 4,
+    )
+    assert len(done.notes) == 1 and "timed in 2 groups one after another" in done.notes[0]
+    assert "[eager] then [test-inference-mode]" in done.notes[0]
+    text = done.format()
+    assert done.notes[0] in text
+    for name in ("eager", TEST_BACKEND):
+        result = done.ran(name)
+        assert result is not None, done.results[name].skipped
+        assert set(result.latency_ms) == {"mean", "p50", "p99"}
+        assert 0 < result.rss_ready <= result.peak_rss_compile <= result.peak_rss
+        assert result.estimate[0] > 0
+    memory = done.to_json()["memory_bytes"]
+    assert set(memory) == {"eager", TEST_BACKEND}
+    assert "peak RSS" in text
+
+
+def test_when_they_fit_they_interleave() -> None:
+    done = run_bench(
+        "gpt2",
+        ["eager", TEST_BACKEND],
+        seq=8,
+        runs=2,
+        threads=1,
+        tiny=True,
+        compile_repeats=1,
+        available=64 * GIB,
+    )
+    assert done.notes == []
+    assert all(done.ran(name) is not None for name in ("eager", TEST_BACKEND))

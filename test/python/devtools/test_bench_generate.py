@@ -5,6 +5,7 @@ a venv without GenAI) reported in one line each. No timing is asserted."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from forge.devtools.bench_generate import (
+    MARKER,
     GenerateReport,
     GenerateSpec,
     genai_program,
+    run_child,
     run_generate_bench,
     timing,
 )
@@ -114,3 +117,20 @@ def test_a_failing_row_says_why_in_one_line() -> None:
     why = report.results["eager"].skipped
     assert why.startswith("failed: error: ") and "'no-such-model'" in why, why
     assert "\n" not in why and f"skipped: {why}" in report.format()
+
+
+def test_forge_int8_row_generates_with_int8_weights() -> None:
+    report = run_generate_bench(SPEC, ["forge-int8"])
+    row = report.ran("forge-int8")
+    assert row is not None, report.format()
+    assert len(row.tokens) == SPEC.max_new_tokens
+    assert "int8 weight-only" in row.detail and "Forge int8 weights" in report.format()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_children_run_on_as_many_cores_as_threads() -> None:
+    """NNFactory's OpenVINO takes a thread per core: `--threads 1` pins the child."""
+    probe = f"import os; print({MARKER!r} + str(len(os.sched_getaffinity(0))))"
+    for cores, seen in ((1, 1), (None, len(os.sched_getaffinity(0)))):
+        answer = run_child([sys.executable, "-c", probe], dict(os.environ), 60, cores)
+        assert answer.payload == seen

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import load_tiny
+from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
 from forge.devtools.numerics import compare, eager_outputs
 from forge.diagnostics import ForgeError
@@ -179,21 +179,23 @@ def test_weights_as_constants_or_parameters_agree() -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
-    """npu-place-devices moves the LM head to the CPU above `cpu-head-gflops`; the
-    executor runs it with its weight packed once, and the logits still match eager."""
+    """npu-place-devices moves the LM head to the CPU when the host profile measured the
+    CPU faster; the executor runs it with its weight packed once, and the logits still
+    match eager."""
     tiny = load_tiny(name)
     module = tiny.fresh_module()
-    report = plan(module, cpu_head_gflops=1e-9)
+    report = plan(module, profile=str(CPU_PROFILE))
     executor = executor_for(tiny, module)
     head = executor.steps[-1]
     assert head.device == "cpu" and "packed_linear_kernel" in head.run.__qualname__
-    assert any("head of >=" in why for why in report.placement.cpu_reasons)
+    assert any("measured faster" in why for why in report.placement.cpu_reasons)
+    assert any("(head)" in why and "-> CPU" in why for why in report.placement.measured)
     result = agreement(tiny, executor)
     assert result.max_abs <= FP32_ABS and result.top1 == 1.0
     assert executor.stats.transitions == report.schedule.transitions_after
 
     default = tiny.fresh_module()
-    plan(default)  # tiny heads are far below the default threshold
+    plan(default, profile=str(NPU_PROFILE))  # NNFactory measured faster: all stay
     assert executor_for(tiny, default).steps[-1].device == "npu"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import load_tiny
+from conftest import NPU_PROFILE, load_tiny
 
 from forge.dialects import npu
 from forge.dialects.context import entry_function
@@ -79,7 +79,7 @@ def _every_driver(tmp_path: Path) -> tuple[str, int, int, int]:
     report = ablate("gpt2", module, len(tiny.program.input_names), passes=(), precision="fp32")
     planned = plan(tiny.fresh_module())
     transitions = planned.schedule.transitions_after if planned.schedule else -1
-    executor, _ = compile_model(tiny.model, tiny.args, tiny.kwargs, cpu_head_gflops=0.0)
+    executor, _ = compile_model(tiny.model, tiny.args, tiny.kwargs, profile=str(NPU_PROFILE))
     executor(*ordered_inputs(tiny.model, tiny.args, tiny.kwargs, executor.input_names))
     return out.read_text(), report.full.transitions, transitions, executor.stats.transitions
 

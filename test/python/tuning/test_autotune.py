@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from conftest import load_tiny
 
@@ -9,9 +11,20 @@ from forge.cli import main
 from forge.diagnostics import ForgeError
 from forge.dialects.context import make_context
 from forge.frontend.loading import ordered_inputs
+from forge.transforms.forge_pipeline import plan, plan_options
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.transforms.npu_optimize import optimize
-from forge.tuning.autotune import ALPHAS, DEFAULT, LAYOUTS, PRECISIONS, Config, grid, sweep
+from forge.tuning.autotune import (
+    ALPHAS,
+    DEFAULT,
+    LAYOUTS,
+    PRECISIONS,
+    Config,
+    ConfigLatency,
+    grid,
+    measure_config,
+    sweep,
+)
 from forge.tuning.cost import CostModel, analyze
 
 
@@ -124,3 +137,56 @@ def test_mixed_is_priced_from_the_measured_assignment() -> None:
     every = tuple(layer.weight for layer in report.layers)
     all_fp16 = sweep(program.module, configs, num_inputs=n, mixed=every)
     assert all_fp16.trials[2].features.s_params == fp16
+
+
+def test_plan_options_reach_plan_like_keywords() -> None:
+    """`forge autotune --latency` compiles through compile_model, which passes only
+    precision and placement to plan(): the configuration's other options come from
+    plan_options(), and must build what the same keywords build."""
+    tiny = load_tiny("gpt2")
+    options = {"alpha": 0.2, "layout": "contiguous", "iterations": 1}
+    by_keywords = tiny.fresh_module()
+    plan(by_keywords, **options)
+    by_scope = tiny.fresh_module()
+    with plan_options(**options):
+        plan(by_scope)
+    assert by_scope.is_structurally_equivalent(by_keywords)
+    default = tiny.fresh_module()
+    plan(default)
+    assert not default.is_structurally_equivalent(by_keywords)
+    overridden = tiny.fresh_module()
+    with plan_options(alpha=0.2, layout="contiguous"):
+        plan(overridden, alpha=1.0, layout="auto")  # the caller's keywords win
+    assert overridden.is_structurally_equivalent(default)
+    with pytest.raises(ValueError, match="layout"), plan_options(layout="diagonal"):
+        pass
+
+
+def test_measure_config_is_picklable_in_and_out() -> None:
+    """One case per worker (e.g. on Ray): plain data in, plain data out."""
+    config = Config(alpha=0.2, layout="contiguous", precision="fp16", iterations=1)
+    args = pickle.loads(pickle.dumps(("gpt2", True, 16, config, 2)))
+    result = measure_config(*args)
+    result = pickle.loads(pickle.dumps(result))
+    assert isinstance(result, ConfigLatency)
+    assert result.config == config
+    assert len(result.times) == 2 and all(t > 0 for t in result.times)
+    assert result.fastest <= result.median and result.compile_seconds > 0
+    with pytest.raises(ForgeError, match="runs"):
+        measure_config("gpt2", True, 16, config, 0)
+
+
+def test_cli_latency_measures_the_top_k_and_the_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["autotune", "gpt2", "--tiny", "--seq", "16", "--latency", "2", "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["pred", "meas"])
+    rows = [line.split() for line in lines[header + 1 : header + 4]]
+    predicted = [row[0] for row in rows]
+    assert predicted[:2] == ["1", "2"]
+    assert sorted(row[1] for row in rows) == ["1", "2", "3"]  # measured ranks
+    assert "(default)" in out
+    assert "cost model's pick" in lines[header + 4]
+    assert main(["autotune", "gpt2", "--tiny", "--latency", "-1"]) == 1

@@ -1,0 +1,509 @@
+"""Measure this host once, cache it, and let placement read the measurements.
+
+A short microbenchmark suite (about 5 s on 2 cores) times, on the machine Forge runs
+on, what placement used to decide by rule: each op in an NNFactory graph against the
+executor's CPU kernel for it (linears by shape bucket, a vocabulary head among them,
+attention, a layer norm, an elementwise run), the cost of one NPU<->CPU transition
+(a small graph run as one segment against the same ops split into two), one
+dispatch of a trivial graph, and the OpenVINO thread setting that matters here (one
+thread against all; the performance hint is LATENCY already, set by NNFactory's build).
+
+Vocabulary heads are measured at 8192 outputs, not 50257 or 128256: the profile stays
+within its time budget, and placement scales a bucket's times by FLOP to the op's
+shape (`forge.transforms.host_profile`), which is linear in the output width for a GEMM.
+
+The result is JSON (`forge.transforms.host_profile.FORMAT`), cached per host as
+`$FORGE_CACHE_DIR/host-profile-<key>.json` (default `~/.cache/forge`, a 0700 folder),
+where the key hashes the CPU model, core count and the torch, OpenVINO, NNFactory and
+Forge versions: a change of any of them measures again. A missing file is measured on
+first use; an unreadable one gets a one-line note on stderr and is measured again.
+`FORGE_HOST_PROFILE=PATH` makes every compile use that file instead (tests use fixed
+profiles so their plans do not depend on the machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from xdsl.dialects import func
+
+from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
+from forge.conversion.nnfactory_backend import PACKAGE
+from forge.conversion.nnfactory_graph import build_segment
+from forge.diagnostics import ForgeError
+from forge.dialects import npu
+from forge.dialects.context import entry_function, parse_module
+from forge.files import atomic_write
+from forge.transforms.host_profile import (
+    FORMAT,
+    HostProfile,
+    ProfileError,
+    profile_from_json,
+    read_profile,
+)
+
+PROFILE_ENV = "FORGE_HOST_PROFILE"
+"""A profile file every compile uses as it is (never measured nor rewritten)."""
+CACHE_ENV = "FORGE_CACHE_DIR"
+DEFAULT_CACHE_DIR = Path("~/.cache/forge")
+
+SUITE = "2"
+"""The suite's own version: changing what it measures invalidates every cached profile."""
+
+LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
+    (1, 768, 768, ""),
+    (1, 768, 8192, "head, decode, scaled vocabulary"),
+    (128, 768, 768, ""),
+    (128, 768, 3072, ""),
+    (128, 3072, 768, ""),
+    (128, 2048, 2048, ""),
+    (128, 768, 8192, "head, scaled vocabulary"),
+)
+"""(rows, in, out, label): decode (1 row) and prefill (128 rows) linears of GPT-2- and
+Llama-sized models; a label with `head` is a vocabulary head (one transition)."""
+
+ROUND_SECONDS = 3.0
+"""How long the timed rounds run once every graph is compiled (about 1.5 s on 2 cores):
+the suite stays near 5 s, within the 10 s it may take even on a busy machine."""
+MIN_ROUNDS = 3
+MAX_ROUNDS = 40
+
+Pair = tuple[Callable[[], Any], Callable[[], Any]]
+"""What one comparison times: (the NNFactory side, the CPU side)."""
+
+
+# --------------------------------------------------------------------- the key
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _nnfactory_version() -> str:
+    """NNFactory is built here (scripts/build_nnfactory.sh) and has no package
+    metadata: its native library's size and modification time identify the build."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return "absent"
+    library = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    library /= "libintel_npu_acceleration_library.so"
+    try:
+        stat = library.stat()
+    except OSError:
+        return "absent"
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def host_key() -> dict[str, str]:
+    """What the measurements depend on; any change measures again."""
+    return {
+        "cpu": cpu_model(),
+        "cores": str(os.cpu_count() or 1),
+        "torch": _version("torch"),
+        "openvino": _version("openvino"),
+        "nnfactory": _nnfactory_version(),
+        "forge": _version("forge-ugc"),
+        "suite": SUITE,
+    }
+
+
+def key_digest(key: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).expanduser()
+
+
+def cache_path(key: dict[str, str] | None = None) -> Path:
+    return cache_dir() / f"host-profile-{key_digest(key or host_key())}.json"
+
+
+# ---------------------------------------------------------------- measurement
+
+
+def _rounds(pairs: dict[str, Pair]) -> dict[str, tuple[float, float]]:
+    """The fastest ms of each side of each pair, over rounds that run every pair once,
+    side by side. Both sides of a pair see the same machine, and rounds spread each
+    pair's samples over the whole suite, so a burst of load from other processes
+    cannot spoil every sample of one pair; the minimum is the figure least disturbed
+    by them (a parallel GEMM waits for its slowest thread: one busy core can double a
+    run)."""
+    for first, second in pairs.values():
+        first()
+        second()  # warm-up: page in weights and results, let OpenVINO pick its kernels
+    best = {name: [float("inf"), float("inf")] for name in pairs}
+    deadline = time.perf_counter() + ROUND_SECONDS
+    rounds = 0
+    while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() < deadline):
+        for name, pair in pairs.items():
+            for side, fn in enumerate(pair):
+                start = time.perf_counter()
+                fn()
+                best[name][side] = min(best[name][side], (time.perf_counter() - start) * 1e3)
+        rounds += 1
+    return {name: (a, b) for name, (a, b) in best.items()}
+
+
+@dataclass
+class _Graph:
+    """A parsed one-function module and tensors for its arguments."""
+
+    ops: list[npu.NpuOp]
+    inputs: list[torch.Tensor]
+    constants: dict[Any, torch.Tensor]
+    """Weight arguments -> tensors, baked into the graph as the executor does."""
+
+    def segment(self, ops: Sequence[npu.NpuOp] | None = None) -> Callable[[], Any]:
+        segment = build_segment(list(ops or self.ops), "fp32", constants=self.constants)
+        tensors = [self._tensor(v) for v in segment.inputs]
+        return lambda: segment(*tensors)
+
+    def _tensor(self, value: Any) -> torch.Tensor:
+        if value in self.constants:
+            return self.constants[value]
+        index = value.index  # a block argument
+        return self.inputs[index]
+
+
+def _graph(text: str, shapes: Sequence[Sequence[int]], num_inputs: int) -> _Graph:
+    function = entry_function(parse_module(text, "<host profile>"))
+    assert isinstance(function, func.FuncOp)
+    generator = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(*shape, generator=generator) * 0.05 for shape in shapes]
+    args = function.body.block.args
+    ops = [op for op in function.body.block.ops if isinstance(op, npu.NpuOp)]
+    constants = {args[i]: tensors[i] for i in range(num_inputs, len(args))}
+    return _Graph(ops, tensors[:num_inputs], constants)
+
+
+def _t(shape: Sequence[int]) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+
+def linear_pair(rows: int, in_features: int, out_features: int) -> Pair:
+    """`x @ W^T` as an NNFactory single-op graph and as the executor's CPU kernel."""
+    x, w, y = (rows, in_features), (out_features, in_features), (rows, out_features)
+    text = (
+        f"func.func @linear(%x: {_t(x)}, %w: {_t(w)}) -> {_t(y)} {{\n"
+        f"  %0 = npu.linear %x, %w : ({_t(x)}, {_t(w)}) -> {_t(y)}\n"
+        f"  func.return %0 : {_t(y)}\n}}"
+    )
+    graph = _graph(text, [x, w], 1)
+    op = graph.ops[0]
+    weight = graph.constants[op.operands[1]]
+    kernel = packed_linear_kernel(op, weight)
+    tensor = graph.inputs[0]
+    return graph.segment(), lambda: kernel(tensor, weight)
+
+
+def _cpu_run(graph: _Graph) -> Callable[[], Any]:
+    """The ops one by one through their CPU kernels, as the executor runs CPU steps."""
+    kernels = [(cpu_kernel(op), op) for op in graph.ops]
+
+    def run() -> None:
+        values: dict[Any, torch.Tensor] = {}
+        for kernel, op in kernels:
+            args = [values.get(v) if v in values else graph._tensor(v) for v in op.operands]
+            values[op.results[0]] = kernel(*args)
+
+    return run
+
+
+def ops_pair(text: str, shapes: Sequence[Sequence[int]], num_inputs: int) -> Pair:
+    graph = _graph(text, shapes, num_inputs)
+    return graph.segment(), _cpu_run(graph)
+
+
+def _sdpa() -> tuple[str, Pair]:
+    q, m = (1, 12, 128, 64), (1, 1, 128, 128)
+    text = (
+        f"func.func @attention(%q: {_t(q)}, %k: {_t(q)}, %v: {_t(q)}, %m: {_t(m)}) -> {_t(q)} {{\n"
+        f"  %0 = npu.sdpa %q, %k, %v, %m {{scale = 1.250000e-01 : f64}} : "
+        f"({_t(q)}, {_t(q)}, {_t(q)}, {_t(m)}) -> {_t(q)}\n"
+        f"  func.return %0 : {_t(q)}\n}}"
+    )
+    return "1x12x128x64", ops_pair(text, [q, q, q, m], 4)
+
+
+def _layer_norm() -> tuple[str, Pair]:
+    x, g = (128, 768), (768,)
+    text = (
+        f"func.func @norm(%x: {_t(x)}, %g: {_t(g)}, %b: {_t(g)}) -> {_t(x)} {{\n"
+        f"  %0 = npu.layer_norm %x weight %g : {_t(g)} bias %b : {_t(g)} "
+        f"{{normalized_shape = array<i64: 768>, eps = 1.000000e-05 : f64}} : {_t(x)} -> {_t(x)}\n"
+        f"  func.return %0 : {_t(x)}\n}}"
+    )
+    return "128x768", ops_pair(text, [x, g, g], 1)
+
+
+def _elementwise() -> tuple[str, Pair]:
+    x = (128, 3072)
+    t = _t(x)
+    text = (
+        f"func.func @run(%x: {t}, %y: {t}) -> {t} {{\n"
+        f"  %0 = npu.mul %x, %y : ({t}, {t}) -> {t}\n"
+        f"  %1 = npu.add %0, %x : ({t}, {t}) -> {t}\n"
+        f"  %2 = npu.gelu %1 : {t}\n"
+        f"  func.return %2 : {t}\n}}"
+    )
+    return "mul,add,gelu 128x3072", ops_pair(text, [x, x], 2)
+
+
+def dispatch_pair() -> Pair:
+    """A trivial graph (an add of 8 floats), twice: one call is what any segment costs."""
+    t = _t((1, 8))
+    text = (
+        f"func.func @tiny(%x: {t}, %y: {t}) -> {t} {{\n"
+        f"  %0 = npu.add %x, %y : ({t}, {t}) -> {t}\n  func.return %0 : {t}\n}}"
+    )
+    graph = _graph(text, [(1, 8), (1, 8)], 2)
+    run = graph.segment()
+    return run, run
+
+
+def transition_pair() -> Pair:
+    """(one segment, the same two linears as two segments) at GPT-2's hidden size:
+    the split adds a dispatch, a copy out and a copy in, i.e. the two transitions an op
+    moved to the CPU between NPU ops costs."""
+    x, w = (128, 768), (768, 768)
+    t, tw = _t(x), _t(w)
+    text = (
+        f"func.func @pair(%x: {t}, %w1: {tw}, %w2: {tw}) -> {t} {{\n"
+        f"  %0 = npu.linear %x, %w1 : ({t}, {tw}) -> {t}\n"
+        f"  %1 = npu.linear %0, %w2 : ({t}, {tw}) -> {t}\n"
+        f"  func.return %1 : {t}\n}}"
+    )
+    graph = _graph(text, [x, w, w], 1)
+    whole = graph.segment()
+    first, second = graph.segment(graph.ops[:1]), graph.segment(graph.ops[1:])
+    return whole, lambda: second_after(first, second)
+
+
+def second_after(first: Callable[[], Any], second: Callable[[], Any]) -> None:
+    first()
+    second()
+
+
+def threads_pair() -> Pair:
+    """OpenVINO's CPU plugin on a 128x768x768 MatMul, LATENCY hint, with all threads
+    and with one: whether NNFactory's default (all) is right here."""
+    import openvino as ov  # loaded by NNFactory's build already; its Python API here only
+
+    try:
+        import openvino.opset13 as ops  # OpenVINO 2025+
+    except ImportError:
+        import openvino.runtime.opset13 as ops  # 2024, where NNFactory is built
+
+    parameter = ops.parameter([128, 768], ov.Type.f32)
+    weight = ops.constant(torch.randn(768, 768).numpy())
+    model = ov.Model([ops.matmul(parameter, weight, False, True)], [parameter])
+    core = ov.Core()
+    x = torch.randn(128, 768).numpy()
+    requests = []
+    for threads in (0, 1):
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+        requests.append(core.compile_model(model, "CPU", config).create_infer_request())
+    return lambda: requests[0].infer([x]), lambda: requests[1].infer([x])
+
+
+def build_profile() -> dict[str, Any]:
+    """Run the suite; the profile as a JSON document (measurements and decisions)."""
+    start = time.perf_counter()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    with torch.no_grad():
+        pairs: dict[str, Pair] = {"dispatch": dispatch_pair()}
+        for rows, in_features, out_features, _label in LINEAR_BUCKETS:
+            pairs[f"linear {rows}x{in_features}x{out_features}"] = linear_pair(
+                rows, in_features, out_features
+            )
+        shapes = {}
+        for kind, make in (
+            ("sdpa", _sdpa),
+            ("layer_norm", _layer_norm),
+            ("elementwise", _elementwise),
+        ):
+            shapes[kind], pairs[kind] = make()
+        pairs["transition"] = transition_pair()
+        pairs["threads"] = threads_pair()
+        times = _rounds(pairs)
+    dispatch = times["dispatch"][0]
+    linears = []
+    for rows, in_features, out_features, label in LINEAR_BUCKETS:
+        graph_ms, cpu_ms = times[f"linear {rows}x{in_features}x{out_features}"]
+        linears.append(
+            {
+                "rows": rows,
+                "in": in_features,
+                "out": out_features,
+                "label": label,
+                "npu_graph_ms": round(graph_ms, 4),
+                "npu_ms": round(max(graph_ms - dispatch, 0.0), 4),
+                "cpu_ms": round(cpu_ms, 4),
+            }
+        )
+    ops = []
+    for kind, shape in shapes.items():
+        graph_ms, cpu_ms = times[kind]
+        ops.append(
+            {
+                "kind": kind,
+                "shape": shape,
+                "npu_graph_ms": round(graph_ms, 4),
+                "npu_ms": round(max(graph_ms - dispatch, 0.0), 4),
+                "cpu_ms": round(cpu_ms, 4),
+            }
+        )
+    whole_ms, split_ms = times["transition"]
+    all_ms, one_ms = times["threads"]
+    settings = {
+        "openvino_threads": os.cpu_count() or 1,
+        "openvino_all_threads_ms": round(all_ms, 4),
+        "openvino_one_thread_ms": round(one_ms, 4),
+        "openvino_threads_decision": "all" if all_ms <= one_ms else "1",
+        "openvino_hint": "LATENCY",
+        "torch_threads": torch.get_num_threads(),
+        "load_average": round(load, 2),
+    }
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "key": host_key(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "dispatch_ms": round(dispatch, 4),
+        # A split adds a graph call at least: noise cannot make it cheaper than one.
+        "transition_ms": round(max(split_ms - whole_ms, dispatch) / 2, 4),
+        "transition_measured": {
+            "graph": "linear 128x768x768 -> linear 128x768x768",
+            "one_segment_ms": round(whole_ms, 4),
+            "two_segments_ms": round(split_ms, 4),
+        },
+        "linears": linears,
+        "ops": ops,
+        "settings": settings,
+    }
+    data["build_seconds"] = round(time.perf_counter() - start, 3)
+    profile = profile_from_json(data)
+    data["decisions"] = [
+        {
+            "what": what,
+            "npu_ms": round(e.npu_ms, 4),
+            "cpu_ms": round(e.cpu_ms, 4),
+            "hops": e.hops,
+            "device": e.device,
+        }
+        for what, e in profile.decisions()
+    ]
+    return data
+
+
+# ---------------------------------------------------------------------- cache
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    path: Path
+    profile: HostProfile
+    built: bool
+    """Measured by this call (not read from the cache)."""
+    load_seconds: float
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    folder = path.parent
+    if not folder.exists():
+        try:
+            folder.mkdir(mode=0o700, parents=True)
+        except OSError as e:
+            raise ForgeError(f"cannot create {folder}: {e.strerror or e}") from e
+    with atomic_write(path) as stream:
+        json.dump(data, stream, indent=1)
+        stream.write("\n")
+
+
+def load_host_profile(rebuild: bool = False) -> LoadedProfile:
+    """The profile every compile on this host uses: `$FORGE_HOST_PROFILE` as it is, else
+    the cached one for this host's key, measured (and saved) when absent, stale or
+    unreadable (with a one-line note on stderr for an unreadable file)."""
+    start = time.perf_counter()
+    fixed = os.environ.get(PROFILE_ENV)
+    if fixed and not rebuild:
+        profile = read_profile(fixed)
+        return LoadedProfile(Path(fixed), profile, False, time.perf_counter() - start)
+    key = host_key()
+    path = cache_path(key)
+    if path.exists() and not rebuild:
+        try:
+            profile = read_profile(path)
+            if dict(profile.key) == key:
+                return LoadedProfile(path, profile, False, time.perf_counter() - start)
+            reason = "it was measured for another host key"
+        except ProfileError as e:
+            reason = e.args[0]
+        print(
+            f"note: host profile {path} is unreadable ({reason}); measuring again", file=sys.stderr
+        )
+    data = build_profile()
+    _write(path, data)
+    return LoadedProfile(
+        path, profile_from_json(data, str(path)), True, time.perf_counter() - start
+    )
+
+
+def format_profile(loaded: LoadedProfile) -> str:
+    """The profile as `forge doctor` prints it: one row per decision, with the times."""
+    p = loaded.profile
+    how = "measured now" if loaded.built else f"loaded in {loaded.load_seconds * 1e3:.1f} ms"
+    lines = [
+        f"host profile {loaded.path} ({how}; built in {p.build_seconds:.2f} s)",
+        "  host: " + ", ".join(f"{k} {v}" for k, v in p.key.items()),
+        f"  transition {p.transition_ms:.3f} ms per NPU<->CPU hop; "
+        f"graph dispatch {p.dispatch_ms:.3f} ms",
+        f"  {'op':<52}{'NNFactory':>11}{'CPU':>11}{'hops':>6}  decision",
+    ]
+    for what, e in p.decisions():
+        lines.append(
+            f"  {what:<52}{e.npu_ms:>8.3f} ms{e.cpu_ms:>8.3f} ms{e.hops:>6}  {e.device.upper()}"
+            f" (CPU total {e.cpu_total_ms:.3f} ms)"
+        )
+    s = p.settings or {}
+    if "openvino_all_threads_ms" in s:
+        lines.append(
+            f"  OpenVINO threads: all ({s.get('openvino_threads')}) "
+            f"{s['openvino_all_threads_ms']:.3f} ms vs 1 {s['openvino_one_thread_ms']:.3f} ms"
+            f" -> {s.get('openvino_threads_decision')}; hint {s.get('openvino_hint')}"
+        )
+    if s.get("load_average", 0) > (os.cpu_count() or 1) / 2:
+        lines.append(
+            f"  measured with a load average of {s['load_average']}: other processes were "
+            "busy, so times may be high; `forge doctor --profile --rebuild` measures again"
+        )
+    lines.append(
+        "  placement reads the linear rows (npu-place-devices{profile=...}); the other rows "
+        "are measured for reference, and those ops stay on the NPU"
+    )
+    return "\n".join(lines)

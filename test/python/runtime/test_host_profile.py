@@ -1,0 +1,233 @@
+"""The host profile: decisions on synthetic measurements, the cache, `forge doctor`, and
+one real measurement of this machine (the only test that builds one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CPU_PROFILE, NPU_PROFILE
+
+from forge.cli import main
+from forge.dialects.context import entry_function, parse_module
+from forge.runtime import host_profile
+from forge.runtime.doctor import profile_summary
+from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_profile
+from forge.transforms.host_profile import (
+    FORMAT,
+    HostProfile,
+    LinearTiming,
+    ProfileError,
+    profile_from_json,
+    read_profile,
+)
+from forge.transforms.npu_place_devices import place
+
+
+def synthetic(cpu_ms: float, npu_ms: float, transition_ms: float) -> HostProfile:
+    """A profile with one vocabulary-head bucket and one layer bucket."""
+    return HostProfile(
+        {"cpu": "synthetic"},
+        transition_ms,
+        0.01,
+        (
+            LinearTiming(128, 768, 8192, npu_ms, cpu_ms, "head, scaled vocabulary"),
+            LinearTiming(128, 768, 768, npu_ms / 10, cpu_ms / 10),
+        ),
+    )
+
+
+# -------------------------------------------------------------- decision logic
+
+
+def test_head_goes_where_it_was_measured_faster() -> None:
+    """GPT-2's head (128x768x50257) scaled from the 8192-wide bucket, one transition."""
+    cpu_wins = synthetic(cpu_ms=10.0, npu_ms=14.0, transition_ms=0.1)
+    estimate = cpu_wins.linear_estimate(128, 768, 50257, hops=1)
+    assert estimate.bucket is not None and estimate.bucket.out_features == 8192
+    assert estimate.scale == pytest.approx(50257 / 8192)
+    assert estimate.cpu_ms == pytest.approx(10.0 * 50257 / 8192)
+    assert estimate.device == "cpu"
+    assert "-> CPU" in estimate.reason("linear 128x768x50257 (head)")
+
+    npu_wins = synthetic(cpu_ms=14.0, npu_ms=10.0, transition_ms=0.1)
+    assert npu_wins.linear_estimate(128, 768, 50257, hops=1).device == "npu"
+
+
+def test_transition_cost_flips_a_placement() -> None:
+    """CPU 1.0 ms against NNFactory 1.6 ms (the CPU must come in under 85% of it, 1.36 ms):
+    the CPU wins with cheap transitions, loses once two transitions eat the 0.36 ms it
+    saves; a head (one hop) keeps it until one transition does."""
+    for transition, inner, head in ((0.1, "cpu", "cpu"), (0.2, "npu", "cpu"), (0.4, "npu", "npu")):
+        profile = synthetic(cpu_ms=10.0, npu_ms=16.0, transition_ms=transition)
+        assert profile.linear_estimate(128, 768, 768, hops=2).device == inner, transition
+        assert profile.linear_estimate(128, 768, 768, hops=1).device == head, transition
+
+
+IR = """
+func.func @lm(%x: tensor<128x768xf32>, %w: tensor<768x768xf32>,
+              %h: tensor<50257x768xf32>) -> tensor<128x50257xf32> {
+  %0 = npu.linear %x, %w : (tensor<128x768xf32>, tensor<768x768xf32>) -> tensor<128x768xf32>
+  %1 = npu.gelu %0 : tensor<128x768xf32>
+  %2 = npu.linear %1, %h : (tensor<128x768xf32>, tensor<50257x768xf32>) -> tensor<128x50257xf32>
+  func.return %2 : tensor<128x50257xf32>
+}
+"""
+
+
+def _devices(profile: HostProfile | None) -> list[str]:
+    function = entry_function(parse_module(IR))
+    place(function, profile)
+    return [op.attributes["device"].data for op in function.body.block.ops if op.attributes]
+
+
+def test_placement_reads_the_profile() -> None:
+    """The first linear reads an argument (0 hops before) and feeds gelu (1 hop); the
+    head follows gelu (1 hop). Without a profile nothing moves."""
+    assert _devices(None) == ["npu", "npu", "npu"]
+    assert _devices(synthetic(10.0, 13.0, 0.1)) == ["cpu", "npu", "cpu"]
+    assert _devices(synthetic(13.0, 10.0, 0.1)) == ["npu", "npu", "npu"]
+    # 0.35 ms per transition: 1.0 + 0.35 > 1.3 for the first linear; the head saves
+    # 30 x 6.1 = 18 ms, far more than one transition.
+    assert _devices(synthetic(10.0, 13.0, 0.35)) == ["npu", "npu", "cpu"]
+
+
+def test_profile_files_are_checked() -> None:
+    assert read_profile(CPU_PROFILE).transition_ms == 0.1
+    assert read_profile(NPU_PROFILE).linears[0].cpu_ms == 2.0
+    with pytest.raises(ProfileError, match="format is not"):
+        profile_from_json({"format": "x"})
+    with pytest.raises(ProfileError, match="'npu_ms' must be a finite number"):
+        profile_from_json(
+            {
+                "format": FORMAT,
+                "transition_ms": 0.1,
+                "dispatch_ms": 0.0,
+                "linears": [{"rows": 1, "in": 2, "out": 3, "npu_ms": "fast", "cpu_ms": 1}],
+            }
+        )
+    with pytest.raises(ProfileError, match="'linears' is empty"):
+        profile_from_json({"format": FORMAT, "transition_ms": 0.1, "dispatch_ms": 0.0})
+
+
+# ----------------------------------------------------------------------- cache
+
+
+@pytest.fixture
+def fake_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """The cache logic with the measurement replaced by a synthetic profile (the real
+    suite is exercised once, in `real`): counts the builds."""
+    builds: list[int] = []
+
+    def build() -> dict[str, Any]:
+        builds.append(1)
+        data = json.loads(CPU_PROFILE.read_text())
+        data["key"] = host_profile.host_key()
+        return data
+
+    monkeypatch.setattr(host_profile, "build_profile", build)
+    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(PROFILE_ENV)
+    return builds
+
+
+def test_cache_builds_once_and_loads_after(fake_build: list[int], tmp_path: Path) -> None:
+    first = load_host_profile()
+    assert first.built and fake_build == [1]
+    assert first.path.parent == tmp_path / "cache"
+    assert stat.S_IMODE(os.stat(tmp_path / "cache").st_mode) == 0o700
+    start = time.perf_counter()
+    again = load_host_profile()
+    print(f"cached profile loaded in {(time.perf_counter() - start) * 1e3:.2f} ms")
+    assert not again.built and again.path == first.path and fake_build == [1]
+    first.path.unlink()  # deleting the cache measures again
+    assert load_host_profile().built and fake_build == [1, 1]
+
+
+def test_cache_is_per_key(fake_build: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    before = load_host_profile()
+    key = {**host_profile.host_key(), "openvino": "2099.1"}
+    monkeypatch.setattr(host_profile, "host_key", lambda: key)
+    after = load_host_profile()
+    assert after.built and after.path != before.path and fake_build == [1, 1]
+    assert dict(after.profile.key) == key
+
+
+def test_stale_key_in_the_file_is_measured_again(
+    fake_build: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = load_host_profile().path
+    data = json.loads(path.read_text())
+    data["key"]["cpu"] = "another CPU"
+    path.write_text(json.dumps(data))
+    assert load_host_profile().built and fake_build == [1, 1]
+    assert "measured for another host key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("garbage", ["{not json", "[]", '{"format": "forge-host-profile/1"}'])
+def test_corrupted_cache_is_rebuilt_with_a_note(
+    fake_build: list[int], capsys: pytest.CaptureFixture[str], garbage: str
+) -> None:
+    path = load_host_profile().path
+    path.write_text(garbage)
+    capsys.readouterr()
+    loaded = load_host_profile()
+    assert loaded.built and fake_build == [1, 1]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"note: host profile {path} is unreadable")
+    assert read_profile(path).transition_ms == 0.1  # rewritten whole
+
+
+def test_fixed_profile_is_used_as_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(PROFILE_ENV, str(CPU_PROFILE))
+    loaded = load_host_profile()
+    assert loaded.path == CPU_PROFILE and not loaded.built
+    monkeypatch.setenv(PROFILE_ENV, str(tmp_path / "none.json"))
+    with pytest.raises(ProfileError, match="cannot read host profile"):
+        load_host_profile()
+
+
+def test_doctor_prints_the_profile(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv(PROFILE_ENV, str(CPU_PROFILE))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"host profile {CPU_PROFILE}" in out
+    assert "transition 0.100 ms per NPU<->CPU hop" in out
+    assert "linear 4x8x16" in out and "CPU (CPU total 1.200 ms)" in out
+    monkeypatch.delenv(PROFILE_ENV)
+    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path))
+    assert "none cached" in profile_summary(measure=False)
+
+
+# ------------------------------------------------------------ the real profile
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """This machine's profile, measured once for the module."""
+    start = time.perf_counter()
+    data = build_profile()
+    print(f"host profile built in {time.perf_counter() - start:.2f} s")
+    path = tmp_path_factory.mktemp("profile") / "host-profile.json"
+    path.write_text(json.dumps(data))
+    return data | {"path": str(path)}
+
+
+def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
+    profile = read_profile(real["path"])
+    assert dict(profile.key) == host_profile.host_key()
+    assert {(b.rows, b.in_features, b.out_features) for b in profile.linears} == {
+        (r, i, o) for r, i, o, _ in host_profile.LINEAR_BUCKETS
+    }
+    assert all(b.cpu_ms > 0 and b.npu_ms >= 0 for b in profile.linears)
+    assert {o.kind for o in profile.ops} == {"sdpa", "layer_norm", "elementwise"}
+    assert profile.transition_ms >= 0 and profile.dispatch_ms > 0
+    assert len(real["decisions"]) == len(profile.linears) + len(profile.ops)
+    assert real["settings"]["openvino_threads_decision"] in ("all", "1")

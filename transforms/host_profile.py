@@ -1,0 +1,261 @@
+"""The host profile: what this machine measured, and the placement decision made from it.
+
+`forge.runtime.host_profile` measures, on the machine Forge runs on, how long an
+NNFactory graph and a CPU kernel take for linears of several shape buckets (and
+attention, norms, an elementwise run), and what one NPU<->CPU transition costs. It
+saves the figures as JSON; this module reads that file and decides, so that placement
+(`npu-place-devices{profile=...}`) depends on measurements, never on which CPU or
+library is present. Pure functions over plain data: no torch, no NNFactory.
+
+The decision is the cost model's (docs/cost-model.md, "Host profile"): an op goes to
+the CPU when
+
+    cpu_ms(op) + hops(op) * transition_ms  <  (1 - MARGIN) * npu_ms(op)
+
+where `npu_ms` is the op's marginal time inside an NNFactory graph (the single-op
+graph's time minus one dispatch), `cpu_ms` the CPU kernel's, both taken from the
+nearest measured bucket and scaled by FLOP, and `hops` the device transitions moving
+it adds (one per side where an NPU op meets it: an LM head, read only by
+`func.return`, adds one; a linear inside the program adds two).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from forge.diagnostics import ForgeError
+
+MARGIN = 0.15
+"""How much faster the CPU must measure before an op leaves the NPU (its default): on a
+loaded 2-core machine single measurements spread by 10-20%, and a near-tie flipping
+from build to build would make placement, and every IR printed after it, unstable."""
+
+FORMAT = "forge-host-profile/1"
+"""The `format` field every profile file carries; another value is not read."""
+
+
+class ProfileError(ForgeError):
+    """A profile file that is missing, unreadable or not a host profile."""
+
+
+@dataclass(frozen=True)
+class LinearTiming:
+    """One measured linear bucket: `rows x in_features -> out_features`, fp32."""
+
+    rows: int
+    in_features: int
+    out_features: int
+    npu_ms: float
+    """Marginal time in an NNFactory graph (single-op graph minus one dispatch)."""
+    cpu_ms: float
+    """The executor's CPU kernel for it (weights packed once where torch can)."""
+    label: str = ""
+
+    @property
+    def gflop(self) -> float:
+        return 2 * self.rows * self.in_features * self.out_features / 1e9
+
+    @property
+    def shape(self) -> str:
+        return f"{self.rows}x{self.in_features}x{self.out_features}"
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """A measured op that is not a linear (attention, a norm, an elementwise run)."""
+
+    kind: str
+    shape: str
+    npu_ms: float
+    cpu_ms: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An op's modelled cost on each device and the device that wins."""
+
+    npu_ms: float
+    cpu_ms: float
+    hops: int
+    transition_ms: float
+    bucket: LinearTiming | None = None
+    scale: float = 1.0
+    """The op's FLOP over the bucket's (its times are the bucket's times scaled by it)."""
+
+    @property
+    def cpu_total_ms(self) -> float:
+        return self.cpu_ms + self.hops * self.transition_ms
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.cpu_total_ms < self.npu_ms * (1 - MARGIN) else "npu"
+
+    def reason(self, what: str) -> str:
+        """One line: the measured times behind the decision."""
+        basis = ""
+        if self.bucket is not None:
+            basis = f"; measured {self.bucket.shape}"
+            if self.scale != 1.0:
+                basis += f", scaled x{self.scale:.3g} by FLOP"
+        return (
+            f"{what}: CPU {_ms(self.cpu_ms)} + {self.hops} hop(s) x {_ms(self.transition_ms)}"
+            f" vs NNFactory {_ms(self.npu_ms)}{basis} -> {self.device.upper()}"
+        )
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g} ms"
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    key: Mapping[str, str]
+    """What the measurements depend on: CPU model, cores, library versions."""
+    transition_ms: float
+    """One NPU<->CPU transition (half of what splitting a graph in two costs)."""
+    dispatch_ms: float
+    """One NNFactory graph call of a trivial graph."""
+    linears: tuple[LinearTiming, ...]
+    ops: tuple[OpTiming, ...] = ()
+    settings: Mapping[str, Any] | None = None
+    """Measured OpenVINO/torch settings (threads, hint), for `forge doctor`."""
+    build_seconds: float = 0.0
+
+    def linear_estimate(
+        self, rows: int, in_features: int, out_features: int, hops: int
+    ) -> Estimate:
+        """Both devices' cost for a linear of this shape, from the nearest bucket (in
+        log-space over the three sizes), scaled by FLOP."""
+        if not self.linears:
+            raise ProfileError("the host profile has no linear measurements")
+        sizes = (rows, in_features, out_features)
+
+        def distance(b: LinearTiming) -> float:
+            theirs = (b.rows, b.in_features, b.out_features)
+            pairs = zip(sizes, theirs, strict=True)
+            return sum(abs(math.log(max(a, 1) / max(t, 1))) for a, t in pairs)
+
+        bucket = min(self.linears, key=distance)
+        scale = 2 * rows * in_features * out_features / 1e9 / bucket.gflop
+        return Estimate(
+            bucket.npu_ms * scale,
+            bucket.cpu_ms * scale,
+            hops,
+            self.transition_ms,
+            bucket,
+            scale,
+        )
+
+    def decisions(self) -> list[tuple[str, Estimate]]:
+        """Each measured bucket and op as placement would decide it: linears whose
+        output is a vocabulary (a label saying `head`) with one hop, others with two."""
+        rows: list[tuple[str, Estimate]] = []
+        for b in self.linears:
+            hops = 1 if "head" in b.label else 2
+            what = f"linear {b.shape}" + (f" ({b.label})" if b.label else "")
+            rows.append((what, Estimate(b.npu_ms, b.cpu_ms, hops, self.transition_ms, b)))
+        for o in self.ops:
+            rows.append(
+                (f"{o.kind} {o.shape}", Estimate(o.npu_ms, o.cpu_ms, 2, self.transition_ms))
+            )
+        return rows
+
+
+def _number(data: Mapping[str, Any], name: str, where: str) -> float:
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ProfileError(f"{where}: '{name}' must be a finite number")
+    if value < 0:
+        raise ProfileError(f"{where}: '{name}' must be >= 0")
+    return float(value)
+
+
+def _count(data: Mapping[str, Any], name: str, where: str) -> int:
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProfileError(f"{where}: '{name}' must be an integer >= 1")
+    return value
+
+
+def _list(data: Mapping[str, Any], name: str, where: str) -> Sequence[Mapping[str, Any]]:
+    value = data.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ProfileError(f"{where}: '{name}' must be a list of objects")
+    return value
+
+
+def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
+    """The profile in `data` (a parsed JSON document); ProfileError if it is not one."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: not a JSON object")
+    if data.get("format") != FORMAT:
+        raise ProfileError(f"{where}: format is not '{FORMAT}'")
+    key = data.get("key", {})
+    if not isinstance(key, dict) or not all(isinstance(v, str) for v in key.values()):
+        raise ProfileError(f"{where}: 'key' must map names to strings")
+    linears = tuple(
+        LinearTiming(
+            _count(b, "rows", where),
+            _count(b, "in", where),
+            _count(b, "out", where),
+            _number(b, "npu_ms", where),
+            _number(b, "cpu_ms", where),
+            str(b.get("label", "")),
+        )
+        for b in _list(data, "linears", where)
+    )
+    if not linears:
+        raise ProfileError(f"{where}: 'linears' is empty")
+    ops = tuple(
+        OpTiming(
+            str(o.get("kind", "?")),
+            str(o.get("shape", "")),
+            _number(o, "npu_ms", where),
+            _number(o, "cpu_ms", where),
+        )
+        for o in _list(data, "ops", where)
+    )
+    settings = data.get("settings")
+    return HostProfile(
+        dict(key),
+        _number(data, "transition_ms", where),
+        _number(data, "dispatch_ms", where),
+        linears,
+        ops,
+        settings if isinstance(settings, dict) else None,
+        float(data.get("build_seconds", 0.0) or 0.0),
+    )
+
+
+def read_profile(path: str | Path) -> HostProfile:
+    """The profile saved at `path`; ProfileError (one line) if it cannot be read."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ProfileError(f"cannot read host profile {path}: {e.strerror or e}") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from e
+    return profile_from_json(data, str(path))
+
+
+@cache
+def _cached(path: str, mtime_ns: int, size: int) -> HostProfile:
+    return read_profile(path)
+
+
+def load_profile(path: str | Path) -> HostProfile:
+    """`read_profile`, once per file version (passes run once per function)."""
+    try:
+        stat = Path(path).stat()
+    except OSError as e:
+        raise ProfileError(f"cannot read host profile {path}: {e.strerror or e}") from e
+    return _cached(str(path), stat.st_mtime_ns, stat.st_size)
