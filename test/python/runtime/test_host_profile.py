@@ -3,6 +3,7 @@ one real measurement of this machine (the only test that builds one)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -230,4 +231,8 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
     assert {o.kind for o in profile.ops} == {"sdpa", "layer_norm", "elementwise"}
     assert profile.transition_ms >= 0 and profile.dispatch_ms > 0
     assert len(real["decisions"]) == len(profile.linears) + len(profile.ops)
-    assert real["settings"]["openvino_threads_decision"] in ("all", "1")
+    # The thread comparison needs OpenVINO's Python API (the bench extra), not NNFactory.
+    if importlib.util.find_spec("openvino") is not None:
+        assert real["settings"]["openvino_threads_decision"] in ("all", "1")
+    else:
+        assert "openvino_threads_decision" not in real["settings"]
