@@ -17,7 +17,6 @@ import argparse
 import cProfile
 import gc
 import os
-import platform
 import pstats
 import statistics
 import sys
@@ -65,18 +64,9 @@ def one_run(captured: object, precision: str) -> Run:
     )
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main(argv: list[str] | None = None) -> int:
+    from forge.runtime.host_profile import cpu_model  # imported when run: torch is slow to load
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(DEFAULT_MODELS))
     parser.add_argument("--runs", type=int, default=5, help="timed runs after the cold one")
@@ -93,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"{cpu_name()}, {os.cpu_count()} CPUs, load average {load}; median of {ns.runs} "
+        f"{cpu_model()}, {os.cpu_count()} CPUs, load average {load}; median of {ns.runs} "
         f"runs after a cold one, {ns.device} device, seq {ns.seq}, precision {ns.precision}"
     )
     header = (

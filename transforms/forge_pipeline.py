@@ -163,10 +163,10 @@ class PlanReport:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the pipeline runs: with a model's objects
-    alive, one full collection costs ~0.3 s (GPT-2), more than Phases 3-4 themselves,
-    and the passes create no garbage worth collecting before they finish."""
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the pipeline runs (or a cached IR is parsed):
+    with a model's objects alive, one full collection costs ~0.3 s (GPT-2), more than
+    Phases 3-4 themselves, and neither creates garbage worth collecting before it ends."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -200,6 +200,6 @@ def plan(module: ModuleOp, **options: Any) -> PlanReport:
     """Run forge-pipeline (its options as keywords, over any `plan_options()` in force)
     in place on `module` and return every pass's report."""
     pipeline = ForgePipelinePass(**{**_PLAN_OPTIONS.get(), **options})
-    with collect_statistics() as records, collect_reports() as reports, _collector_paused():
+    with collect_statistics() as records, collect_reports() as reports, collector_paused():
         pipeline.apply(make_context(), module)
     return PlanReport.from_runs(records, reports)

@@ -372,23 +372,33 @@ def shrink(
         spec = step
 
 
-def save_spec(spec: ModelSpec, outcome: Outcome, directory: Path, origin: str) -> Path:
-    """Write a shrunk failure as JSON, named after its content (saved once)."""
-    data = spec.to_json()
+def write_spec(
+    data: dict[str, Any], prefix: str, outcome: Outcome, directory: Path, origin: str
+) -> Path:
+    """Write a shrunk failure's spec as `prefix-<digest>.json`, named after its content
+    (so it is saved once), with what failed and where it came from (not read back)."""
     digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"model-{digest}.json"
+    path = directory / f"{prefix}-{digest}.json"
     record = {"failure": f"{outcome.kind}: {outcome.detail}", "origin": origin, **data}
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
 
 
-def load_spec(path: Path) -> ModelSpec:
+def read_spec(path: Path) -> Any:
+    """A saved spec's JSON; a file that cannot be read is one ForgeError."""
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ForgeError(f"{path}: {one_line(str(e))}") from e
-    return ModelSpec.from_json(data, str(path))
+
+
+def save_spec(spec: ModelSpec, outcome: Outcome, directory: Path, origin: str) -> Path:
+    return write_spec(spec.to_json(), "model", outcome, directory, origin)
+
+
+def load_spec(path: Path) -> ModelSpec:
+    return ModelSpec.from_json(read_spec(path), str(path))
 
 
 def fails_like(outcome: Outcome, tolerance: float) -> Callable[[ModelSpec], bool]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import hashlib
 import inspect
 import io
 import json
@@ -49,7 +48,13 @@ from typing import Any
 
 import torch
 
-from forge.devtools.fuzz_models import Failure, ModelFuzzResult, Outcome
+from forge.devtools.fuzz_models import (
+    Failure,
+    ModelFuzzResult,
+    Outcome,
+    read_spec,
+    write_spec,
+)
 from forge.devtools.shrink import Budget
 from forge.diagnostics import ForgeError, one_line
 
@@ -815,22 +820,11 @@ def fails_like(outcome: TransformerOutcome) -> Callable[[TransformerSpec], bool]
 
 
 def save_spec(spec: TransformerSpec, outcome: Outcome, directory: Path, origin: str) -> Path:
-    """Write a shrunk failure as JSON, named after its content (saved once)."""
-    data = spec.to_json()
-    digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{spec.family}-{digest}.json"
-    record = {"failure": f"{outcome.kind}: {outcome.detail}", "origin": origin, **data}
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    return path
+    return write_spec(spec.to_json(), spec.family, outcome, directory, origin)
 
 
 def load_spec(path: Path) -> TransformerSpec:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ForgeError(f"{path}: {one_line(str(e))}") from e
-    return TransformerSpec.from_json(data, str(path))
+    return TransformerSpec.from_json(read_spec(path), str(path))
 
 
 @dataclass

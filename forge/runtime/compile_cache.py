@@ -42,7 +42,6 @@ never see half an entry; the total is kept under `FORGE_CACHE_MAX_BYTES` (defaul
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -73,6 +72,8 @@ from forge.dialects import dtypes
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.capture import resolve_tied_weights
 from forge.frontend.importer import valid_name
+from forge.runtime.host_profile import cpu_model
+from forge.transforms.forge_pipeline import collector_paused
 
 FORMAT = 1
 """Bump when what an entry holds changes: every older entry misses."""
@@ -180,17 +181,6 @@ def private_dir(path: Path) -> str | None:
 
 
 # --------------------------------------------------------------------------- key
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @cache
@@ -928,20 +918,6 @@ def plan_summary(plan: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------ compile
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a hit loads: parsing the IR allocates many
-    objects, and with a model alive every full collection walks all of them (GPT-2:
-    about 1 s of collections in a warm start, more than the parse itself)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def open_cache(cache: bool | CompileCache | str | os.PathLike[str] | None) -> CompileCache | None:
