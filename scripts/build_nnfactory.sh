@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=7  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=8  # bump when the patches below change, to force a rebuild
 OV_VERSION=2024.4.0
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -64,6 +64,9 @@ src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
 # NNFACTORY_SNIPPETS_MODE (DISABLE, the default, or ENABLE) goes to the CPU plugin with
 # every compile_model (it is not a core-level property in 2024.4): its snippets MHA kernel
 # is wrong when heads == sequence length (see conversion/nnfactory_graph.py).
+# NNFACTORY_INFERENCE_PRECISION (f32, the default, or bf16/f16) too: on a CPU with
+# avx512_bf16 or AMX the plugin's own default is bf16, which moved tiny Llamas' logits
+# by 1e-1 where Forge promises fp32 to 1e-5 (seen on an AMD EPYC Zen 4).
 old = "        // Compile model\n        compiled_model = core.compile_model(model, device);"
 new = ("        ov::AnyMap config;\n"
        "        if (device == \"CPU\") {\n"
@@ -72,6 +75,8 @@ new = ("        ov::AnyMap config;\n"
        "group ? std::strtoull(group, nullptr, 10) : 0));\n"
        "            const char* snippets = std::getenv(\"NNFACTORY_SNIPPETS_MODE\");\n"
        "            config[\"SNIPPETS_MODE\"] = std::string(snippets ? snippets : \"DISABLE\");\n"
+       "            const char* precision = std::getenv(\"NNFACTORY_INFERENCE_PRECISION\");\n"
+       "            config[\"INFERENCE_PRECISION_HINT\"] = std::string(precision ? precision : \"f32\");\n"
        "        }\n"
        "        compiled_model = core.compile_model(model, device, config);")
 assert old in src, "inference.h changed upstream; update the dynamic-quantization patch"

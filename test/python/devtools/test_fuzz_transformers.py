@@ -10,11 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from forge.cli import main
 from forge.devtools.fuzz_transformers import (
     TransformerSpec,
+    _fp32_noise,
     available_families,
+    build,
     check,
     generate,
     load_spec,
@@ -163,6 +166,25 @@ def test_a_mismatch_and_an_error_are_reported() -> None:
     assert outcome.kind == "error" and outcome.detail.startswith("CaptureError: ")
     assert "\n" not in outcome.detail and outcome.signature == "error: CaptureError in forward"
     assert "its 'dynamic' RoPE scaling updates the frequencies" in outcome.detail
+
+
+def test_fp32_noise_rule_tells_rounding_from_a_wrong_result() -> None:
+    """Logits a few ulps off pass; a 1e-3 shift, or one wrong row, does not. The spread
+    of an ill-conditioned model (unscaled attention, one key/value head) is measured
+    from its own one-ulp weight perturbations, not from eager's single sample."""
+    spec = TransformerSpec("llama", layers=2, hidden=32, heads=4, vocab=64, seq=6, seed=5)
+    model = build(spec)
+    x = torch.randint(3, 64, (1, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        eager = model(x, use_cache=False).logits
+    ulps = eager * (1 + 2.0**-23)
+    assert _fp32_noise(model, [x], slice(None), [ulps], [eager], 1e-5).startswith("within")
+    shifted = eager + 1e-3
+    assert _fp32_noise(model, [x], slice(None), [shifted], [eager], 1e-5).startswith("beyond")
+    wrong_row = eager.clone()
+    wrong_row[0, -1] = eager[0, -2]
+    verdict = _fp32_noise(model, [x], slice(-1, None), [wrong_row[:, -1:]], [eager[:, -1:]], 1e-5)
+    assert verdict.startswith("beyond")
 
 
 def test_shrink_resets_overrides_and_halves_sizes() -> None:
