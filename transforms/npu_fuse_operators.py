@@ -46,7 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
-from xdsl.dialects.builtin import StringAttr, UnitAttr
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -63,7 +64,7 @@ from forge.transforms.matchers import (
     scalar_value,
     single_use,
 )
-from forge.transforms.pattern_pass import NpuPatternPass, float_options
+from forge.transforms.pattern_pass import NpuPatternPass, float_options, publish, run_patterns
 
 # Thresholds: a rewrite is enabled when alpha >= its threshold (see the module docstring).
 SIMPLE_ACTIVATION_ALPHA = 0.2
@@ -71,6 +72,20 @@ GELU_ALPHA = 0.4
 DECOMPOSED_GELU_ALPHA = 0.6
 THROUGH_RESHAPE_ALPHA = 0.8
 BIAS_ADD_ALPHA = 1.0
+
+
+@dataclass
+class AlphaUsed:
+    """The highest threshold any rewrite of one pass run relied on. Every alpha from
+    `needed` up to the run's own makes exactly the same rewrites (a gate that let a
+    pattern through without a rewrite changed nothing), which the autotuner reads
+    to share one graph across those alphas instead of running each."""
+
+    needed: float = 0.0
+
+    def use(self, threshold: float) -> None:
+        self.needed = max(self.needed, threshold)
+
 
 ACTIVATION_ALPHA = {
     "relu": SIMPLE_ACTIVATION_ALPHA,
@@ -175,8 +190,9 @@ class FuseLinearActivation(RewritePattern):
     duplicated; each activation is enabled by its own alpha threshold.
     """
 
-    def __init__(self, alpha: float):
+    def __init__(self, alpha: float, used: AlphaUsed | None = None):
         self.alpha = alpha
+        self.used = used or AlphaUsed()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -206,6 +222,9 @@ class FuseLinearActivation(RewritePattern):
 
         fused = fused_linear(parts, activation, producer.results[0].type)
         placed_like(fused, producer, op)
+        self.used.use(ACTIVATION_ALPHA[activation])
+        if reshape is not None:
+            self.used.use(THROUGH_RESHAPE_ALPHA)
         if reshape is None:
             rewriter.replace(op, fused)
         else:
@@ -228,6 +247,9 @@ class RecognizeTanhGelu(RewritePattern):
     operand order of the muls, and `pow(x, 3)` or `x*x*x`, match.
     """
 
+    def __init__(self, used: AlphaUsed | None = None):
+        self.used = used or AlphaUsed()
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.MulOp, rewriter: PatternRewriter) -> None:
         if not float_tensor(op.result):
@@ -241,6 +263,7 @@ class RecognizeTanhGelu(RewritePattern):
             return
 
         gelu = npu.GeluOp(x, {"approximate": StringAttr("tanh")})
+        self.used.use(DECOMPOSED_GELU_ALPHA)
         replace_and_erase_producers(op, placed_like(gelu, op), None, rewriter)
 
     @staticmethod
@@ -303,6 +326,9 @@ class AbsorbBiasAdd(RewritePattern):
     per-output-feature bias `b` ([N], or [1, …, 1, N]) is what NPU linears add.
     """
 
+    def __init__(self, used: AlphaUsed | None = None):
+        self.used = used or AlphaUsed()
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.AddOp, rewriter: PatternRewriter) -> None:
         if op.rhs is None or not float_tensor(op.result):
@@ -318,6 +344,7 @@ class AbsorbBiasAdd(RewritePattern):
             replacement = self.with_bias(producer, bias, op.result.type)
             if replacement is None:
                 continue
+            self.used.use(BIAS_ADD_ALPHA)
             rewriter.replace(op, placed_like(replacement, producer, op))
             rewriter.erase(producer)
             return
@@ -384,9 +411,17 @@ class NpuFuseOperatorsPass(NpuPatternPass):
     def patterns(self) -> Sequence[RewritePattern]:
         if self.alpha <= 0.0:
             return ()
-        patterns: list[RewritePattern] = [FuseLinearActivation(self.alpha)]
+        used = AlphaUsed()
+        patterns: list[RewritePattern] = [FuseLinearActivation(self.alpha, used)]
         if self.alpha >= DECOMPOSED_GELU_ALPHA:
-            patterns.append(RecognizeTanhGelu())
+            patterns.append(RecognizeTanhGelu(used))
         if self.alpha >= BIAS_ADD_ALPHA:
-            patterns.append(AbsorbBiasAdd())
+            patterns.append(AbsorbBiasAdd(used))
         return patterns
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Runs the patterns and publishes the `AlphaUsed` of the run."""
+        patterns = self.patterns()
+        run_patterns(self.name, patterns, op, self.WALK_REVERSE)
+        used = next((p.used for p in patterns if isinstance(p, FuseLinearActivation)), None)
+        publish(self.name, used or AlphaUsed())

@@ -39,13 +39,14 @@ from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of, plan_options
+from forge.transforms.npu_fuse_operators import AlphaUsed
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_optimize_layout import (
     CHANNELS_LAST,
     PREFERRED_LAYOUT,
     preferred_layouts,
 )
-from forge.transforms.pattern_pass import collect_statistics, count_ops
+from forge.transforms.pattern_pass import collect_reports, collect_statistics, count_ops
 from forge.tuning.cost import PRECISIONS as PRICED
 from forge.tuning.cost import CostModel, Features, Structure, analyze
 
@@ -214,11 +215,14 @@ class _Search:
             self.passes[key] = phase2_of(ForgePipelinePass(alpha=alpha, layout=layout))[step]
         return key, self.passes[key]
 
-    def run(self, p: ModulePass, module: ModuleOp) -> int:
+    def run(self, p: ModulePass, module: ModuleOp) -> tuple[int, float | None]:
+        """The rewrites `p` made, and for npu-fuse-operators the lowest alpha that makes
+        the same ones (`AlphaUsed`)."""
         self.stats.pass_runs += 1
-        with collect_statistics() as records:
+        with collect_statistics() as records, collect_reports() as reports:
             p.apply(self.ctx, module)
-        return sum(r.rewrites for r in records)
+        needed = next((r.report.needed for r in reports if isinstance(r.report, AlphaUsed)), None)
+        return sum(r.rewrites for r in records), needed
 
     def clone(self, module: ModuleOp) -> ModuleOp:
         self.stats.clones += 1
@@ -251,24 +255,30 @@ class _Search:
                 pending.append(key)
         pool = [group.module]  # modules in the group's state, free to rewrite
         children: list[_Group] = []
-        for n, key in enumerate(pending):
+        while pending:
+            key = pending.pop(0)
             if _is_clean(clean, key):
                 unchanged.extend(by_pass[key])
                 continue
             module = pool.pop()
-            if not pool and (n < len(pending) - 1 or unchanged):
+            if not pool and (pending or unchanged):
                 pool.append(self.clone(module))  # the state is still needed after this pass
-            if not self.run(instances[key], module):
+            rewrites, needed = self.run(instances[key], module)
+            if not rewrites:
                 pool.append(module)
                 clean = clean | {key}
                 unchanged.extend(by_pass[key])
                 continue
+            configs = list(by_pass[key])
+            for same in [k for k in pending if needed is not None and _alpha(k) >= needed]:
+                pending.remove(same)  # a smaller alpha that makes the very same rewrites
+                configs.extend(by_pass[same])
             twin = next((c for c in children if _same(c.module, module)), None)
             if twin is not None:
-                twin.configs.extend(by_pass[key])
+                twin.configs.extend(configs)
                 twin.clean = twin.clean | {key}
                 continue
-            children.append(_Group(module, by_pass[key], frozenset({key}), True))
+            children.append(_Group(module, configs, frozenset({key}), True))
         if unchanged:
             children.insert(0, _Group(pool[0], unchanged, clean, group.rewrote))
         return children
@@ -297,6 +307,11 @@ class _Search:
                     remaining.append(g)
             groups = remaining
         return done
+
+
+def _alpha(key: PassKey) -> float:
+    """npu-fuse-operators' alpha in `key`; -1 for any other pass."""
+    return float(key[1]) if key[0] == "npu-fuse-operators" else -1.0
 
 
 def _wants_nhwc(group: _Group) -> bool:

@@ -13,7 +13,9 @@ from forge.dialects.context import make_context
 from forge.frontend.loading import ordered_inputs
 from forge.transforms.forge_pipeline import plan, plan_options
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
+from forge.transforms.npu_fuse_operators import AlphaUsed, NpuFuseOperatorsPass
 from forge.transforms.npu_optimize import optimize
+from forge.transforms.pattern_pass import collect_reports
 from forge.tuning.autotune import (
     ALPHAS,
     DEFAULT,
@@ -61,6 +63,31 @@ def test_every_configuration_scores_the_graph_npu_optimize_builds(name: str) -> 
         assert trial.score == report.model.score(trial.features)
     naive = 6 * sum(s[2] for s in built)
     assert report.stats.pass_runs < naive / 2
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b"])
+def test_fuse_operators_reports_the_lowest_alpha_with_the_same_rewrites(name: str) -> None:
+    """`AlphaUsed.needed` is what lets the sweep skip alphas: at `needed` the pass makes
+    the very same graph as at 1.0, and (when it is above the lowest threshold) one step
+    below it a different one."""
+    tiny = load_tiny(name)
+    optimize(module := tiny.fresh_module(), 1, 0.0)
+
+    def fused(alpha: float) -> tuple[object, float]:
+        copy = module.clone()
+        with collect_reports() as reports:
+            NpuFuseOperatorsPass(alpha=alpha).apply(make_context(), copy)
+        (report,) = [r.report for r in reports if isinstance(r.report, AlphaUsed)]
+        return copy, report.needed
+
+    top, needed = fused(1.0)
+    assert needed in ALPHAS
+    same, _ = fused(needed)
+    assert same.is_structurally_equivalent(top)
+    lower = [a for a in ALPHAS if a < needed]
+    if lower:
+        below, _ = fused(lower[-1])
+        assert not below.is_structurally_equivalent(top)
 
 
 def test_best_is_the_lowest_score_and_the_gain_is_measured_against_the_default() -> None:
