@@ -203,6 +203,10 @@ def _is_clean(clean: frozenset[PassKey], key: PassKey) -> bool:
 @dataclass
 class _Search:
     ctx: Context
+    nhwc_possible: bool = True
+    """Some op of the imported graph asks for channels-last. Phase-2 passes create no
+    such op (convolutions come only from the import), so without one no state has any
+    and layout=channels-last is layout=auto throughout."""
     stats: SearchStats = field(default_factory=SearchStats)
     passes: dict[PassKey, ModulePass] = field(default_factory=dict)
 
@@ -238,7 +242,9 @@ class _Search:
         that came out identical (e.g. two alpha whose extra rewrites do not occur) merge."""
         by_pass: dict[PassKey, list[tuple[float, str, int]]] = {}
         instances: dict[PassKey, ModulePass] = {}
-        same_as_auto = PHASE2_PASSES[step] == "npu-optimize-layout" and not _wants_nhwc(group)
+        same_as_auto = PHASE2_PASSES[step] == "npu-optimize-layout" and not (
+            self.nhwc_possible and _wants_nhwc(group.module)
+        )
         for config in group.configs:
             layout = "auto" if same_as_auto and config[1] == "channels-last" else config[1]
             key, p = self.pass_for(step, config[0], layout)
@@ -314,14 +320,14 @@ def _alpha(key: PassKey) -> float:
     return float(key[1]) if key[0] == "npu-fuse-operators" else -1.0
 
 
-def _wants_nhwc(group: _Group) -> bool:
+def _wants_nhwc(module: ModuleOp) -> bool:
     """Some operand asks for channels-last; if none does, layout=channels-last is exactly
     layout=auto on this state (the policies differ only there, and the pass inserts no
     such op)."""
     keys = [k for k, wants in PREFERRED_LAYOUT.items() if CHANNELS_LAST in wants]
     opcodes = {k for k in keys if isinstance(k, str)}
     classes = tuple(k for k in keys if not isinstance(k, str))
-    for op in group.module.walk():
+    for op in module.walk():
         # only an op that some entry asking for channels-last matches needs a look
         if isinstance(op, npu.GenericOp):
             candidate = op.opcode in opcodes
@@ -367,7 +373,7 @@ def sweep(
         unfused = analyze(module, num_inputs)
         if num_inputs is None:
             num_inputs = infer_num_inputs(entry_function(module))
-        search = _Search(make_context())
+        search = _Search(make_context(), nhwc_possible=_wants_nhwc(module))
         built = search.explore(module if consume else module.clone(), structures, num_inputs)
         assigned: dict[tuple[float, str, int], Structure] = {}
         scored = {}

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pickle
 
 import pytest
+import torch
 from conftest import load_tiny
 
 from forge.cli import main
 from forge.diagnostics import ForgeError
 from forge.dialects.context import make_context
+from forge.frontend.capture import capture
+from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
 from forge.transforms.forge_pipeline import plan, plan_options
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
@@ -88,6 +91,35 @@ def test_fuse_operators_reports_the_lowest_alpha_with_the_same_rewrites(name: st
     if lower:
         below, _ = fused(lower[-1])
         assert not below.is_structurally_equivalent(top)
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x.transpose(2, 3)))
+        return self.fc(y.mean((2, 3)))
+
+
+def test_channels_last_is_its_own_graph_where_a_convolution_asks_for_it() -> None:
+    """With a convolution, layout=channels-last builds another graph than auto, and the
+    shared search still gives each configuration npu-optimize's own graph."""
+    example = (torch.randn(1, 3, 10, 12),)
+    program = import_program(capture(_ConvNet().eval(), example))
+    n = len(program.input_names)
+    configs = [Config(1.0, layout, "fp16", 2) for layout in LAYOUTS]
+    report = sweep(program.module, configs, num_inputs=n)
+    graphs = []
+    for trial in report.trials:
+        module = program.module.clone()
+        optimize(module, 2, 1.0, trial.config.layout)
+        assert trial.features == analyze(module, n).at("fp16"), trial.config
+        graphs.append(module)
+    auto, channels_last, _ = graphs
+    assert not auto.is_structurally_equivalent(channels_last)
 
 
 def test_best_is_the_lowest_score_and_the_gain_is_measured_against_the_default() -> None:
