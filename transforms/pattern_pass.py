@@ -377,6 +377,55 @@ class CountingApplier(RewritePattern):
                 return
 
 
+class RewriteFound(Exception):
+    """Raised by `ProbeRewriter` at a pattern's first change, before it is made."""
+
+
+class ProbeRewriter(PatternRewriter):
+    """A rewriter that changes nothing: the first call that would change the IR raises
+    `RewriteFound` instead. Forge's patterns change IR only through the rewriter's
+    insert, erase, replace and replace-uses calls (never `notify_op_modified` after
+    changing an op themselves), so a probe leaves the module as it was, once the ops
+    the pattern built for the call are dropped: an op is a user of its operands from
+    the moment it is created, and `single_use` and friends would count them."""
+
+    def insert(self, op: Any, *args: Any, **kwargs: Any) -> Any:
+        _forget(op)
+        raise RewriteFound
+
+    def erase(self, *args: Any, **kwargs: Any) -> None:
+        raise RewriteFound
+
+    def replace(self, op: Any, new_ops: Any, *args: Any, **kwargs: Any) -> None:
+        _forget(new_ops)
+        raise RewriteFound
+
+    def replace_all_uses_with(self, from_value: Any, to_value: Any, safe_erase: bool = True):
+        if from_value is not to_value and (to_value is None or from_value.uses):
+            _forget(to_value.owner if to_value is not None else ())
+            raise RewriteFound
+
+    def replace_uses_with_if(self, from_value: Any, to_value: Any, predicate: Any) -> None:
+        if from_value is not to_value and any(predicate(use) for use in from_value.uses):
+            _forget(to_value.owner)
+            raise RewriteFound
+
+    def notify_op_modified(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a pattern changed an op outside the rewriter: it cannot be probed")
+
+    replace_value_with_new_type = insert_block_argument = erase_block_argument = erase
+    inline_block = move_region_contents_to_new_regions = inline_region = erase
+
+
+def _forget(ops: Any) -> None:
+    """Drop the operand uses of the ops in `ops` (one op or a sequence) that are not in
+    any block: built for a rewrite the probe stopped."""
+    for op in [ops] if isinstance(ops, Operation) else ops:
+        if isinstance(op, Operation) and op.parent is None:
+            for nested in op.walk():
+                nested.drop_all_references()
+
+
 @dataclass(eq=False, repr=False)
 class DispatchingWalker(PatternRewriteWalker):
     """xDSL's greedy walker whose sweeps over the IR queue only the ops some pattern of
@@ -385,6 +434,8 @@ class DispatchingWalker(PatternRewriteWalker):
     xDSL, and the sweeps still repeat until one makes no rewrite."""
 
     pattern: CountingApplier
+    rewriter_class: type[PatternRewriter] = PatternRewriter
+    """`ProbeRewriter` to find whether the patterns would rewrite, changing nothing."""
 
     def _populate_worklist(self, op: Operation | Region | Block) -> None:
         # xDSL walks `op` with reverse=not walk_reverse (the worklist is a stack) and
@@ -444,7 +495,7 @@ class DispatchingWalker(PatternRewriteWalker):
             if not matchers:
                 continue
             if rewriter is None:
-                rewriter = PatternRewriter(op)
+                rewriter = self.rewriter_class(op)
                 rewriter.extend_from_listener(listener)
             rewriter.has_done_action = False
             rewriter.current_operation = op
@@ -452,6 +503,8 @@ class DispatchingWalker(PatternRewriteWalker):
             rewriter.name_hint = None
             try:
                 applier.match_and_rewrite(op, rewriter)
+            except RewriteFound:
+                raise
             except Exception as err:
                 op.emit_error(f"Error while applying pattern: {err}", underlying_error=err)
             changed |= rewriter.has_done_action
@@ -511,3 +564,16 @@ class NpuPatternPass(ModulePass, abc.ABC):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_patterns(self.name, self.patterns(), op, self.WALK_REVERSE)
+
+    def would_rewrite(self, module: ModuleOp) -> bool:
+        """Whether `apply` would change `module`, found without changing it: the
+        patterns' first sweep, stopped at the first rewrite (for the autotuner, which
+        then copies a module only when a pass will change it)."""
+        applier = CountingApplier(self.patterns())
+        walker = DispatchingWalker(applier, walk_reverse=self.WALK_REVERSE)
+        walker.rewriter_class = ProbeRewriter
+        try:
+            walker.rewrite_module(module)
+        except RewriteFound:
+            return True
+        return False

@@ -46,7 +46,12 @@ from forge.transforms.npu_optimize_layout import (
     PREFERRED_LAYOUT,
     preferred_layouts,
 )
-from forge.transforms.pattern_pass import collect_reports, collect_statistics, count_ops
+from forge.transforms.pattern_pass import (
+    NpuPatternPass,
+    collect_reports,
+    collect_statistics,
+    count_ops,
+)
 from forge.tuning.cost import PRECISIONS as PRICED
 from forge.tuning.cost import CostModel, Features, Structure, analyze
 
@@ -104,6 +109,9 @@ class SearchStats:
     pass_runs: int = 0
     """Passes actually run (a configuration run on its own runs 6 per round)."""
     clones: int = 0
+    probes: int = 0
+    """Passes probed (`would_rewrite`) before a copy of their state: no copy, no run
+    where the probe finds nothing to rewrite."""
     states: int = 0
     """Distinct graphs analysed."""
 
@@ -228,6 +236,14 @@ class _Search:
         needed = next((r.report.needed for r in reports if isinstance(r.report, AlphaUsed)), None)
         return sum(r.rewrites for r in records), needed
 
+    def would_rewrite(self, p: ModulePass, module: ModuleOp) -> bool:
+        """Probe before copying a state that may not change (`NpuPatternPass.would_rewrite`);
+        a pass that cannot be probed is assumed to rewrite."""
+        if not isinstance(p, NpuPatternPass):
+            return True
+        self.stats.probes += 1
+        return p.would_rewrite(module)
+
     def clone(self, module: ModuleOp) -> ModuleOp:
         self.stats.clones += 1
         return module.clone()
@@ -267,8 +283,13 @@ class _Search:
                 unchanged.extend(by_pass[key])
                 continue
             module = pool.pop()
-            if not pool and (pending or unchanged):
-                pool.append(self.clone(module))  # the state is still needed after this pass
+            if not pool and (pending or unchanged):  # the state is still needed after this
+                if not self.would_rewrite(instances[key], module):
+                    pool.append(module)  # a no-op here: no copy, and no run
+                    clean = clean | {key}
+                    unchanged.extend(by_pass[key])
+                    continue
+                pool.append(self.clone(module))
             rewrites, needed = self.run(instances[key], module)
             if not rewrites:
                 pool.append(module)
