@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark (not part of the tests): GPT-2 compile time, latency and peak RSS
 # for Forge, Forge with granularity=op, torch eager, torch.compile (inductor), OpenVINO CPU
-# (the newest release, and 2024.4, the one NNFactory is built on) and ONNX Runtime CPU,
+# and ONNX Runtime CPU at their newest releases,
 # fp32, in one run with ratios; then PNG plots of the results.
 #
-# The peers are measured at their newest releases, which conflict with Forge's pins
-# (openvino 2024.4 for NNFactory), so they run in a bench venv, $FORGE_BENCH_VENV (default
+# The peers are measured at their newest releases, which may run ahead of Forge's pins
+# (NNFactory is built on openvino 2026.4.1), so they run in a bench venv, $FORGE_BENCH_VENV (default
 # build/venv-bench): torch at Forge's pin, transformers at the version Forge's venv has (so
 # every backend runs the same model code), the newest openvino, onnxruntime and onnxscript,
 # and Forge itself without its dependencies (the children build the model with Forge's
 # loading code). Built here, rebuilt when this script or Forge's transformers changes.
-# The `bench` extra (openvino 2024.4, onnxruntime, onnxscript) goes into Forge's venv for
-# the `openvino-2024.4` row.
+# The `bench` extra (openvino at NNFactory's version, onnxruntime, onnxscript) goes into
+# Forge's venv: the host profile reads OpenVINO's thread setting through its Python API.
 #
 # Usage: scripts/bench.sh [forge bench options]   (e.g. --runs 80 --backends forge,onnxruntime)
 #        scripts/bench.sh --setup-only             (just build the bench venv)

@@ -2,8 +2,8 @@
 # `forge bench MODEL --generate` (not part of the tests): generation with Forge, HF eager,
 # HF static cache + torch.compile and OpenVINO GenAI, side by side in one run.
 #
-# OpenVINO GenAI 2026.4 and optimum-intel need openvino 2026 and their own transformers,
-# which conflict with Forge's pins (openvino 2024.4 for NNFactory), so they live in a
+# OpenVINO GenAI 2026.4 and optimum-intel need their own transformers, which conflict
+# with Forge's pins (transformers, torch), so they live in a
 # separate venv, $FORGE_GENAI_VENV (default build/venv-genai), built here and rebuilt only
 # when this script changes. `forge bench --generate` runs its GenAI rows with that venv's
 # python; without it those rows say why and the rest of the table still prints.

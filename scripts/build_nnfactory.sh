@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build intel-npu-acceleration-library 1.4.0 (NNFactory) from its sdist against the
-# openvino==2024.4.0 wheel and install it into the given virtual environment.
+# openvino==2026.4.1 wheel and install it into the given virtual environment.
 #
 # The sdist's CMake downloads OpenVINO from the internet and refuses non-Ubuntu Linux;
 # we point FetchContent at the unpacked PyPI wheel instead (see ../shared/DESIGN.md).
@@ -10,8 +10,8 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=8  # bump when the patches below change, to force a rebuild
-OV_VERSION=2024.4.0
+PATCH_LEVEL=9  # bump when the patches below change, to force a rebuild
+OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 PKG=$SITE/intel_npu_acceleration_library
@@ -62,8 +62,9 @@ src = "#include <cstdlib>\n#include <string>\n" + src.replace(old, new)
 # int8 weights: faster, but no longer the weight-only int8 Forge promises. Off unless
 # NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE asks for it (Forge's int8 "dynamic" mode).
 # NNFACTORY_SNIPPETS_MODE (DISABLE, the default, or ENABLE) goes to the CPU plugin with
-# every compile_model (it is not a core-level property in 2024.4): its snippets MHA kernel
-# is wrong when heads == sequence length (see conversion/nnfactory_graph.py).
+# every compile_model (it is not a core-level property in 2024.4): 2024.4's snippets MHA
+# kernel is wrong when heads == sequence length (see conversion/nnfactory_graph.py);
+# Forge keeps them off on 2026.4 too.
 # NNFACTORY_INFERENCE_PRECISION (f32, the default, or bf16/f16) too: on a CPU with
 # avx512_bf16 or AMX the plugin's own default is bf16, which moved tiny Llamas' logits
 # by 1e-1 where Forge promises fp32 to 1e-5 (seen on an AMD EPYC Zen 4).
@@ -87,7 +88,10 @@ PYEOF
 # A third patch adds `constant_shared`: a Constant over the caller's memory
 # (ov::op::v0::Constant(const ov::Tensor&) shares it). Upstream's `constant` copies,
 # so baking GPT-2's 500 MB of weights into a graph cost one copy before OpenVINO's own
-# packing. Forge keeps the arrays alive as long as the compiled graph.
+# packing. Forge keeps the arrays alive as long as the compiled graph. And `op_dtype`
+# returns the element type's position in OpenVINO's Type_t enum, which the Python side
+# reads as 2024's numbering (f32 = 5); 2026 inserted types before it, so the patch maps
+# each type to that numbering by name.
 "$PY" - "$SDIST/include/intel_npu_acceleration_library/nn_factory.h" "$SDIST/src/bindings.cpp" <<'PYEOF'
 import sys
 header, bindings = sys.argv[1], sys.argv[2]
@@ -114,7 +118,25 @@ function = (
     "    return factory->constant_shared(ov_dtype, shape, dst);\n"
     "}\n\n"
 )
-open(bindings, "w").write(src.replace(anchor, function + anchor, 1))
+src = src.replace(anchor, function + anchor, 1)
+old_dtype = """    auto dtype = static_cast<ov::element::Type_t>(in0->get_output_element_type(0));
+    return static_cast<size_t>(dtype);"""
+assert old_dtype in src, "bindings.cpp changed upstream; update the op_dtype patch"
+new_dtype = """    switch (static_cast<ov::element::Type_t>(in0->get_output_element_type(0))) {
+        case ov::element::Type_t::boolean: return 2;
+        case ov::element::Type_t::bf16: return 3;
+        case ov::element::Type_t::f16: return 4;
+        case ov::element::Type_t::f32: return 5;
+        case ov::element::Type_t::f64: return 6;
+        case ov::element::Type_t::i4: return 7;
+        case ov::element::Type_t::i8: return 8;
+        case ov::element::Type_t::i16: return 9;
+        case ov::element::Type_t::i32: return 10;
+        case ov::element::Type_t::i64: return 11;
+        default: return 0;
+    }"""
+src = src.replace(old_dtype, new_dtype)
+open(bindings, "w").write(src)
 PYEOF
 
 # FetchContent expects an OpenVINO release archive layout.

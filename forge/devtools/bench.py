@@ -16,10 +16,9 @@ every backend alike. Measured:
 The peers run at their newest releases: `openvino` and `onnxruntime` run in the bench
 venv (`scripts/bench.sh` builds it: the newest openvino, onnxruntime and onnxscript,
 torch and transformers at Forge's versions, Forge without its dependencies), since
-openvino 2026 conflicts with Forge's pin (2024.4, which NNFactory is built on).
-`openvino-2024.4` runs in Forge's venv, from the optional `bench` extra
-(`pip install -e .[bench]`). A missing venv or extra is reported as skipped, not as a
-failure; every table names each peer's version, as its child reports it.
+their newest pins may run ahead of Forge's (NNFactory is built on openvino 2026.4.1,
+`scripts/build_nnfactory.sh`). A missing venv or extra is reported as skipped, not as
+a failure; every table names each peer's version, as its child reports it.
 
 Memory: each child reports its peak RSS after compiling and after timing, and its
 resident size once ready. Before starting any, the parent estimates each backend's
@@ -373,7 +372,6 @@ FOOTPRINTS: dict[str, Footprint] = {
     "inductor": Footprint(500 * MIB, 1.2, 1.9),
     "openvino": Footprint(600 * MIB, 2.3, 4.1),
     "onnxruntime": Footprint(600 * MIB, 2.5, 3.1),
-    "openvino-2024.4": Footprint(450 * MIB, 2.7, 4.9),
 }
 
 register(Backend("forge", "Forge (segments)", build_forge, memory=FOOTPRINTS["forge"]))
@@ -413,18 +411,6 @@ register(
         memory=FOOTPRINTS["onnxruntime"],
     )
 )
-# The OpenVINO NNFactory is built on (Forge's pin), in Forge's venv: the same kernels
-# Forge's graphs run on, next to the newest.
-register(
-    Backend(
-        "openvino-2024.4",
-        "OpenVINO {version} CPU",
-        build_openvino,
-        extra="openvino",
-        memory=FOOTPRINTS["openvino-2024.4"],
-    )
-)
-
 
 # ---------------------------------------------------------------------------- memory
 

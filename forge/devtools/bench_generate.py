@@ -17,8 +17,8 @@ weights. Measured, per row:
 * decode tokens/s: new tokens after the first, over the time from the first to the last.
 * agreement: how many of the greedy tokens equal HF eager's at the same position.
 
-OpenVINO GenAI 2026 and optimum-intel need openvino 2026 and their own transformers,
-which conflict with Forge's pins (openvino 2024.4 for NNFactory). They run with the
+OpenVINO GenAI 2026 and optimum-intel need their own transformers (and pin openvino
+2026.4 themselves), which conflict with Forge's pins. They run with the
 python of a separate venv (`scripts/bench_generate.sh` builds it), reading the weights
 saved with `save_pretrained` to a temporary directory: one child exports them OFFLINE
 with `optimum-cli export openvino`, another loads the result into `LLMPipeline` and

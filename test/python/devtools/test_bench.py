@@ -69,8 +69,8 @@ def test_report_prints_ratios_and_json_schema(report: BenchReport) -> None:
 
 
 def test_missing_extra_is_skipped_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    name = "openvino-2024.4"  # in Forge's venv
-    openvino = dataclasses.replace(bench.REGISTRY[name], extra="forge_no_such_module")
+    name = "openvino"
+    openvino = dataclasses.replace(bench.REGISTRY[name], extra="forge_no_such_module", venv="")
     monkeypatch.setitem(bench.REGISTRY, name, openvino)
     result = run_bench("gpt2", [name], seq=8, runs=1, tiny=True)
     skipped = result.results[name].skipped
@@ -154,7 +154,6 @@ def test_every_list_derives_from_the_registry() -> None:
 
 def test_labels_name_the_version_the_child_reported() -> None:
     assert bench.label("openvino", "OpenVINO 2026.4.1") == "OpenVINO 2026.4.1 CPU"
-    assert bench.label("openvino-2024.4", "OpenVINO 2024.4.0") == "OpenVINO 2024.4.0 CPU"
     assert bench.label("onnxruntime", "ONNX Runtime 1.32.0") == "ONNX Runtime 1.32.0 CPU"
     assert bench.label("onnxruntime") == "ONNX Runtime CPU"
     assert bench.label("eager", "torch 2.13.0") == "torch eager"  # no {version} in it
