@@ -40,6 +40,7 @@ from forge.transforms.matchers import (
     scalar_value,
     splat_value,
 )
+from forge.transforms.npu_optimize_layout import view_root
 from forge.transforms.pattern_pass import NpuPatternPass, side_effect_free
 
 # ----------------------------------------------------------------------- helpers
@@ -223,10 +224,14 @@ class FoldIdentityCast(RewritePattern):
 
 class FoldIdentityGeneric(RewritePattern):
     """ATen ops that return their input's value: `alias`, `detach`, `lift_fresh_copy`,
-    and `clone` that keeps the memory format.
+    and `clone` that keeps the memory format. A `clone` into the contiguous format of a
+    value the graph computes is `npu.contiguous` (the layout pass then keeps or drops
+    the copy, and NNFactory runs it inside the graph instead of a CPU hop per layer, as
+    HF attention's `.transpose(1, 2).contiguous()` exports in the static-cache programs).
 
     The IR is functional (nothing writes through an alias), so a copy or an alias of a
-    value is that value.
+    value is that value. State is the exception: a function argument or a cache that
+    `npu.cache_update` writes in place, so a contiguous clone of those stays a copy.
     """
 
     IDENTITIES: ClassVar[frozenset[str]] = frozenset(
@@ -248,9 +253,19 @@ class FoldIdentityGeneric(RewritePattern):
             return
         kwargs = op.kwargs.data if op.kwargs is not None else {}
         memory_format = kwargs.get("memory_format")
-        if memory_format is not None and getattr(memory_format, "data", "") != "preserve_format":
-            return  # a clone into another layout is the layout pass's business
-        _forward(op, op.inputs[0], rewriter)
+        layout = "preserve_format" if memory_format is None else getattr(memory_format, "data", "")
+        if layout == "preserve_format":
+            _forward(op, op.inputs[0], rewriter)
+        elif layout == "contiguous_format" and op.opcode == "aten.clone.default":
+            if _is_state(op.inputs[0]):
+                return
+            rewriter.replace(op, npu.ContiguousOp(op.inputs[0]))
+
+
+def _is_state(value: SSAValue) -> bool:
+    """`value` is (a view of) a function argument or of a cache updated in place."""
+    root = view_root(value).owner
+    return not isinstance(root, Operation) or isinstance(root, npu.CacheUpdateOp)
 
 
 # --------------------------------------------------------------- reshape chains

@@ -261,3 +261,47 @@ func.func @no_empty_operand(%x: tensor<2x3xf32>, %y: tensor<2x5xf32>, %d: tensor
   %2 = npu.cat %z, %z {dim = 1 : i64} : (tensor<0x2xf32>, tensor<0x2xf32>) -> tensor<0x4xf32>
   func.return %0, %1, %2 : tensor<2x8xf32>, tensor<2x?xf32>, tensor<0x4xf32>
 }
+
+// -----
+
+// A clone into the contiguous format of a value the graph computes is `npu.contiguous`
+// (HF attention's `.transpose(1, 2).contiguous()` in the static-cache programs); one that
+// keeps the format is its input.
+// CHECK-LABEL: func.func @clones_of_computed_values
+// CHECK-NEXT:    %[[R:.*]] = npu.neg %x : tensor<1x2x3x4xf32>
+// CHECK-NEXT:    %[[T:.*]] = npu.transpose %[[R]] {dim0 = 1 : i64, dim1 = 2 : i64} : tensor<1x2x3x4xf32> -> tensor<1x3x2x4xf32>
+// CHECK-NEXT:    %[[C:.*]] = npu.contiguous %[[T]] : tensor<1x3x2x4xf32>
+// CHECK-NEXT:    func.return %[[C]], %[[T]] : tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>
+func.func @clones_of_computed_values(%x: tensor<1x2x3x4xf32>) -> (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>) {
+  %r = npu.neg %x : tensor<1x2x3x4xf32>
+  %0 = npu.transpose %r {dim0 = 1 : i64, dim1 = 2 : i64} : tensor<1x2x3x4xf32> -> tensor<1x3x2x4xf32>
+  %1 = npu.generic "aten.clone.default"(%0) kwargs {memory_format = "contiguous_format"} : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %2 = npu.generic "aten.clone.default"(%0) : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32>
+  func.return %1, %2 : tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>
+}
+
+// -----
+
+// State stays a copy: a contiguous clone of an argument or of a view of one, and of a
+// cache `npu.cache_update` writes in place, may be read after the state changes.
+// CHECK-LABEL: func.func @clones_of_arguments
+// CHECK:         npu.generic "aten.clone.default"(%x) kwargs {memory_format = "contiguous_format"}
+// CHECK:         npu.generic "aten.clone.default"(%{{.*}}) kwargs {memory_format = "contiguous_format"}
+// CHECK-NOT:     npu.contiguous
+func.func @clones_of_arguments(%x: tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>) {
+  %0 = npu.generic "aten.clone.default"(%x) kwargs {memory_format = "contiguous_format"} : (tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  %1 = npu.transpose %x {dim0 = 1 : i64, dim1 = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x8x2x4xf32>
+  %2 = npu.generic "aten.clone.default"(%1) kwargs {memory_format = "contiguous_format"} : (tensor<1x8x2x4xf32>) -> tensor<1x8x2x4xf32>
+  func.return %0, %2 : tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @clone_of_an_updated_cache
+// CHECK:         npu.generic "aten.clone.default"(%new) kwargs {memory_format = "contiguous_format"}
+// CHECK-NOT:     npu.contiguous
+func.func @clone_of_an_updated_cache(%pos: tensor<1xi64>, %rows: tensor<1x2x1x4xf32>, %cache: tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) attributes {npu.writes = ["cache"]} {
+  %new = npu.cache_update %cache[%pos] = %rows {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %0 = npu.generic "aten.clone.default"(%new) kwargs {memory_format = "contiguous_format"} : (tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  func.return %0, %new : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
