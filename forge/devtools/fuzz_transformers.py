@@ -754,15 +754,15 @@ def _fp32_noise(
     Forge passes if it is no further from an fp64 copy of the model than twice the fp32
     spread, plus the tolerance. The spread is the largest distance from fp64 among
     valid fp32 runs: eager itself, eager with its other attention implementations, and
-    `NOISE_SAMPLES` copies with every weight moved by up to one ulp (each against its own
-    fp64 copy). One eager sample underestimates it on ill-conditioned models: a Granite
-    with attention_multiplier 1 and one key/value head moves 2.5e-4 under a one-ulp
-    change of its weights where eager happened to land 4e-5 from fp64."""
+    `NOISE_SAMPLES` copies with every weight and every linear layer's input moved by up
+    to one ulp (`_fp32_spread`). One eager sample underestimates it on ill-conditioned
+    models: a Granite with attention_multiplier 1 and one key/value head moves 2.5e-4
+    under a one-ulp change of its weights where eager happened to land 4e-5 from fp64."""
     with torch.no_grad():
         exact = _logits(_double(model), sequences, window)
         forge_error = _distance(actual, exact)
         eager_error = _distance(expected, exact)
-        spread = max(eager_error, _fp32_spread(model, sequences, window))
+        spread = max(eager_error, _fp32_spread(model, sequences, window, exact))
     verdict = "within" if forge_error <= 2 * spread + tolerance else "beyond"
     return (
         f"{verdict} fp32 noise: vs fp64, forge {forge_error:.2e}, eager fp32 "
@@ -790,8 +790,17 @@ def _distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     return max(float((x.double() - y).abs().max()) for x, y in zip(a, b, strict=True))
 
 
-def _fp32_spread(model: torch.nn.Module, sequences: Sequence[torch.Tensor], window: slice) -> float:
-    """The largest distance from fp64 among the fp32 variants `_fp32_noise` describes."""
+def _fp32_spread(
+    model: torch.nn.Module,
+    sequences: Sequence[torch.Tensor],
+    window: slice,
+    exact: Sequence[torch.Tensor],
+) -> float:
+    """The largest distance from the fp64 model among the fp32 variants `_fp32_noise`
+    describes. A backward-stable fp32 computation returns the exact result of inputs
+    moved by a few ulps, so each variant moves every weight, and every activation that
+    enters a linear layer, by up to one ulp and is compared with the unmoved fp64 model:
+    the distance a different summation order may land at on this model."""
     variants = []
     for implementation in ("eager", "sdpa"):
         variant = copy.deepcopy(model)
@@ -804,15 +813,30 @@ def _fp32_spread(model: torch.nn.Module, sequences: Sequence[torch.Tensor], wind
     for _ in range(NOISE_SAMPLES):
         variant = copy.deepcopy(model)
         for parameter in variant.parameters():
-            ulps = torch.rand(parameter.shape, generator=generator) * 2 - 1
-            parameter.mul_(1 + ulps * 2.0**-24)
+            parameter.mul_(1 + _ulps(parameter, generator))
+        for module in variant.modules():
+            weight = getattr(module, "weight", None)
+            if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+                module.register_forward_pre_hook(_perturb_inputs(generator))
         variants.append(variant)
-    spread = 0.0
-    for variant in variants:
-        fp32 = _logits(variant, sequences, window)
-        fp64 = _logits(_double(variant), sequences, window)
-        spread = max(spread, _distance(fp32, fp64))
-    return spread
+    return max(_distance(_logits(v, sequences, window), exact) for v in variants)
+
+
+def _ulps(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Relative moves of up to one fp32 ulp, one per element of `like`."""
+    return (torch.rand(like.shape, generator=generator) * 2 - 1) * 2.0**-24
+
+
+def _perturb_inputs(generator: torch.Generator) -> Callable[..., Any]:
+    def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            a * (1 + _ulps(a, generator).to(a.dtype))
+            if isinstance(a, torch.Tensor) and a.is_floating_point()
+            else a
+            for a in args
+        )
+
+    return hook
 
 
 def _gap(logits: torch.Tensor) -> float:
