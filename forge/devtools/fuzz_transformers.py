@@ -797,10 +797,12 @@ def _fp32_spread(
     exact: Sequence[torch.Tensor],
 ) -> float:
     """The largest distance from the fp64 model among the fp32 variants `_fp32_noise`
-    describes. A backward-stable fp32 computation returns the exact result of inputs
-    moved by a few ulps, so each variant moves every weight, and every activation that
-    enters a linear layer, by up to one ulp and is compared with the unmoved fp64 model:
-    the distance a different summation order may land at on this model."""
+    describes: the other attention implementations against the fp64 model; and copies
+    with every weight moved by up to one ulp, first against their own fp64 copy (the
+    rounding of a model next to this one), then with every activation entering a linear
+    layer moved by up to one ulp as well, against the unmoved fp64 model (a
+    backward-stable fp32 computation is the exact result of inputs moved by a few ulps,
+    whatever its summation order)."""
     variants = []
     for implementation in ("eager", "sdpa"):
         variant = copy.deepcopy(model)
@@ -810,16 +812,21 @@ def _fp32_spread(
             continue
         variants.append(variant)
     generator = torch.Generator().manual_seed(0)
+    spread = max((_distance(_logits(v, sequences, window), exact) for v in variants), default=0.0)
     for _ in range(NOISE_SAMPLES):
         variant = copy.deepcopy(model)
         for parameter in variant.parameters():
             parameter.mul_(1 + _ulps(parameter, generator))
+        # the rounding of a model one ulp away, against its own exact result ...
+        own = _logits(_double(variant), sequences, window)
+        spread = max(spread, _distance(_logits(variant, sequences, window), own))
+        # ... and with its linear layers' inputs moved too, against this model's
         for module in variant.modules():
             weight = getattr(module, "weight", None)
             if isinstance(weight, torch.Tensor) and weight.dim() == 2:
                 module.register_forward_pre_hook(_perturb_inputs(generator))
-        variants.append(variant)
-    return max(_distance(_logits(v, sequences, window), exact) for v in variants)
+        spread = max(spread, _distance(_logits(variant, sequences, window), exact))
+    return spread
 
 
 def _ulps(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
