@@ -408,10 +408,11 @@ class NpuFuseOperatorsPass(NpuPatternPass):
     def from_spec(cls, spec: ArgSpec) -> Self:
         return super().from_spec(float_options(spec, "alpha"))
 
-    def patterns(self) -> Sequence[RewritePattern]:
+    def patterns(self, used: AlphaUsed | None = None) -> Sequence[RewritePattern]:
+        """The patterns `alpha` enables, recording into `used` what their rewrites need."""
         if self.alpha <= 0.0:
             return ()
-        used = AlphaUsed()
+        used = used or AlphaUsed()
         patterns: list[RewritePattern] = [FuseLinearActivation(self.alpha, used)]
         if self.alpha >= DECOMPOSED_GELU_ALPHA:
             patterns.append(RecognizeTanhGelu(used))
@@ -421,7 +422,6 @@ class NpuFuseOperatorsPass(NpuPatternPass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Runs the patterns and publishes the `AlphaUsed` of the run."""
-        patterns = self.patterns()
-        run_patterns(self.name, patterns, op, self.WALK_REVERSE)
-        used = next((p.used for p in patterns if isinstance(p, FuseLinearActivation)), None)
-        publish(self.name, used or AlphaUsed())
+        used = AlphaUsed()
+        run_patterns(self.name, self.patterns(used), op, self.WALK_REVERSE)
+        publish(self.name, used)

@@ -63,8 +63,8 @@ REGRESSIONS = Path("test/python/regressions/transformers")
 TOLERANCE = 1e-5
 """Max-abs logits difference of the forward check (fp32)."""
 NOISE_SAMPLES = 3
-"""Copies of a model with every weight moved by up to one fp32 ulp, each run in fp32 and
-fp64, to measure how far fp32 rounding alone moves that model's logits (`_fp32_noise`)."""
+"""Copies of a model with its weights (and then its linear layers' inputs) moved by up to
+one fp32 ulp, to measure how far fp32 rounding alone moves its logits (`_fp32_spread`)."""
 MAX_POSITIONS = 64
 """max_position_embeddings of every case (the cache capacity stays below it)."""
 STD = 0.3

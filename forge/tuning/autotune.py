@@ -297,9 +297,10 @@ class _Search:
                 unchanged.extend(by_pass[key])
                 continue
             configs = list(by_pass[key])
-            for same in [k for k in pending if needed is not None and _alpha(k) >= needed]:
-                pending.remove(same)  # a smaller alpha that makes the very same rewrites
-                configs.extend(by_pass[same])
+            if needed is not None:  # smaller alphas that make the very same rewrites
+                same = [k for k in pending if _alpha(k) >= needed]
+                pending = [k for k in pending if k not in same]
+                configs.extend(c for k in same for c in by_pass[k])
             twin = next((c for c in children if _same(c.module, module)), None)
             if twin is not None:
                 twin.configs.extend(configs)
