@@ -25,9 +25,11 @@ import math
 import os
 import sys
 import time
+import weakref
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,6 +43,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from forge.conversion import weight_spill
 from forge.conversion.capabilities import LoweringFunction, lowering_of
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.nnfactory_backend import PACKAGE, load_backend
@@ -143,6 +146,31 @@ class CompiledGraph:
     """Per segment output: (from a graph result?, index of the result or the input)."""
     keepalive: list[np.ndarray] = field(default_factory=list)
     """Arrays the graph's constants share memory with (see `GraphBuilder.weight`)."""
+    spilled: list[tuple[int, int]] = field(default_factory=list)
+    """The `weight_spill` regions of `keepalive` this graph moved out of memory."""
+
+    def spill_weights(self, folder: Path) -> int:
+        """Move the memory of the constants out of the resident set (`weight_spill`),
+        once OpenVINO holds its packed copy; the bytes moved. Raises
+        `SpillUnavailable` or OSError when nothing could move."""
+        if self.factory is None:
+            return 0
+        if not self.spilled:
+            weakref.finalize(self, _release_regions, self.spilled).atexit = False
+        moved = 0
+        for array in self.keepalive:
+            if weight_spill.region_of(array) in self.spilled:
+                continue
+            key = weight_spill.spill(array, folder)
+            if key is not None:
+                self.spilled.append(key)
+                moved += key[1]
+        return moved
+
+
+def _release_regions(keys: list[tuple[int, int]]) -> None:
+    for key in keys:
+        weight_spill.release(key)
 
 
 @dataclass

@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import os
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +43,7 @@ from forge.conversion.segments import (
     device_runs,
     npu_groups,
 )
+from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
@@ -48,7 +51,13 @@ from forge.dialects.dtypes import PRECISIONS
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
-from forge.runtime.compile_cache import CachedProgram, CompileCache, compile_with_cache, open_cache
+from forge.runtime.compile_cache import (
+    CachedProgram,
+    CompileCache,
+    cache_root,
+    compile_with_cache,
+    open_cache,
+)
 from forge.runtime.host_profile import load_host_profile
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.threads import graph_threads
@@ -201,6 +210,25 @@ class CompiledNPUExecutor:
         self.build_seconds = time.perf_counter() - start
         self.stats = ExecutionStats()
         self.total_stats = ExecutionStats()
+        self.released_bytes = 0
+        """Model memory `release_weights` moved out of the resident set."""
+
+    def release_weights(self, folder: Path | None = None) -> int:
+        """Move the memory the graphs' constants share with the model out of the
+        resident set (`forge.conversion.weight_spill`; default folder: the cache
+        root's `weights/`): OpenVINO runs its own packed copy. The bytes moved; when
+        nothing could move, `notes` says why."""
+        folder = folder or cache_root() / "weights"
+        before = spilled_bytes()
+        graphs = {id(s.graph): s.graph for s in self.segments if s.graph is not None}
+        try:
+            for graph in graphs.values():
+                graph.spill_weights(folder)
+        except (SpillUnavailable, OSError) as e:
+            self.notes.append(f"weights stay in memory: {e}")
+        moved = spilled_bytes() - before
+        self.released_bytes += moved
+        return moved
 
     # -- building
 
@@ -475,7 +503,40 @@ def compile_model(
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
     `cache` (off by default; True: `forge.runtime.compile_cache`'s default folder) skips
     everything up to the NNFactory build when the same model, inputs and options were
-    compiled before, and lets OpenVINO load its compiled graphs."""
+    compiled before, and lets OpenVINO load its compiled graphs.
+
+    When `model` is garbage-collected, the executor releases the model memory its
+    graphs baked in (`CompiledNPUExecutor.release_weights`)."""
+    executor, report = _compile_model(model, args, kwargs, precision, granularity, profile, cache)
+    release_weights_when_collected(model, executor)
+    return executor, report
+
+
+def release_weights_when_collected(model: torch.nn.Module, executor: CompiledNPUExecutor) -> None:
+    """Once nobody holds `model` but the executor, OpenVINO's packed copy is the one
+    that runs: move the shared one out of memory then (unless FORGE_RELEASE_WEIGHTS=0).
+    The callback holds neither the model nor the executor."""
+    if os.environ.get("FORGE_RELEASE_WEIGHTS", "1") == "0":
+        return
+    ref = weakref.ref(executor)
+
+    def release() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.release_weights()
+
+    weakref.finalize(model, release).atexit = False
+
+
+def _compile_model(
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
+    granularity: str = "segment",
+    profile: str | None = None,
+    cache: bool | CompileCache | None = None,
+) -> tuple[CompiledNPUExecutor, CompileReport]:
     notes: list[str] = []
     if profile is None:
         host = load_host_profile()
@@ -493,7 +554,7 @@ def compile_model(
             args,
             kwargs,
             options,
-            cold=lambda: compile_model(model, args, kwargs, precision, granularity, profile),
+            cold=lambda: _compile_model(model, args, kwargs, precision, granularity, profile),
             warm=lambda hit: _from_cache(hit, precision, granularity),
         )
 
