@@ -65,6 +65,19 @@ def _quiet_torch_logs() -> Iterator[None]:
             logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """FX records the Python stack of every node it traces (`node.meta["stack_trace"]`),
+    which Forge never reads: about 0.15 s of GPT-2's 1 s export (median of 6 each,
+    alternating, AMD EPYC Zen 4)."""
+    before = torch.fx.config.do_not_emit_stack_traces
+    torch.fx.config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        torch.fx.config.do_not_emit_stack_traces = before
+
+
 def mutates(exported: torch.export.ExportedProgram) -> bool:
     """Whether the exported graph still holds in-place ops (torch.export's training IR
     keeps them; only a functionalized graph names the mutations in its signature)."""
@@ -112,6 +125,7 @@ def capture(
             warnings.catch_warnings(),
             torch.no_grad(),
             _quiet_torch_logs(),
+            _no_stack_traces(),
             contextlib.redirect_stderr(io.StringIO()),  # torch prints the failing graph
         ):
             warnings.simplefilter("ignore")
@@ -125,7 +139,12 @@ def capture(
         ) from e
     if mutates(exported):
         try:
-            with warnings.catch_warnings(), _quiet_torch_logs(), torch.no_grad():
+            with (
+                warnings.catch_warnings(),
+                _quiet_torch_logs(),
+                _no_stack_traces(),
+                torch.no_grad(),
+            ):
                 warnings.simplefilter("ignore")
                 exported = exported.run_decompositions({})
         except Exception as e:  # torch raises many kinds; the user needs the first line
