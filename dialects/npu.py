@@ -788,7 +788,7 @@ def write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
 def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     """Result indices of the write-backs an `npu.cache_update` already did in place (the
     executor copies nothing for them). Raises VerifyException when an update breaks its
-    contract: its cache must be a written argument that nothing else reads, and its
+    contract: its cache must be a written argument that nothing reads after it, and its
     result must be what the function writes back into that argument."""
     pairs = write_backs(function)
     block = function.body.block
@@ -805,9 +805,11 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
             raise VerifyException(
                 f"npu.cache_update writes %{name or '?'}, which {WRITES} does not name"
             )
-        if not cache.has_one_use():
+        if any(
+            not _runs_before(use.operation, op) for use in cache.uses if use.operation is not op
+        ):
             raise VerifyException(
-                f"npu.cache_update writes %{name} in place, but %{name} has other readers"
+                f"npu.cache_update writes %{name} in place, but %{name} has readers after it"
             )
         result = written[cache.index]
         if result >= len(returned) or returned[result] is not op.result:
@@ -816,6 +818,19 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
             )
         done.add(result)
     return frozenset(done)
+
+
+def _runs_before(reader: Operation, update: Operation) -> bool:
+    """Whether `reader` (or the op of the update's block holding it) comes before `update`."""
+    block = update.parent_block()
+    while reader.parent_block() is not block:
+        parent = reader.parent_op()
+        if parent is None:
+            return False
+        reader = parent
+    return block is not None and block.get_operation_index(reader) < block.get_operation_index(
+        update
+    )
 
 
 def copied_write_backs(function: func.FuncOp) -> list[tuple[int, int]]:

@@ -2,8 +2,10 @@
 
 npu-optimize (the six Phase-2 passes to a fixed point), then npu-assign-precision
 (when a precision other than fp32 is asked), npu-update-state-in-place (state such as a
-KV cache written in place, not through a copy), npu-place-devices, npu-schedule-affinity,
-npu-assign-vregs, npu-liveness and npu-linear-scan.
+KV cache written in place, not through a copy), npu-attend-before-write (decode
+attention reads the cache before its write, the new row selected in),
+npu-place-devices, npu-schedule-affinity, npu-assign-vregs, npu-liveness and
+npu-linear-scan.
 
 Scheduling runs before vregs, liveness and allocation, not after them as the paper
 lists it: positions, live intervals and buffer sharing are properties of one op
@@ -34,6 +36,7 @@ from xdsl.utils.arg_spec import ArgSpec
 from forge.dialects.context import make_context
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
+from forge.transforms.npu_attend_before_write import NpuAttendBeforeWritePass
 from forge.transforms.npu_linear_scan import AllocationReport, NpuLinearScanPass
 from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
 from forge.transforms.npu_optimize import PHASE2_PASSES, NpuOptimizePass, OptimizeReport
@@ -50,6 +53,7 @@ from forge.transforms.pattern_pass import (
 
 PHASE34_PASSES = (
     "npu-update-state-in-place",
+    "npu-attend-before-write",
     "npu-place-devices",
     "npu-schedule-affinity",
     "npu-assign-vregs",
@@ -106,6 +110,7 @@ class ForgePipelinePass(ModulePass):
             ),
             *precision,
             NpuUpdateStateInPlacePass(),
+            NpuAttendBeforeWritePass(),
             NpuPlaceDevicesPass(profile=self.profile),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),

@@ -41,6 +41,7 @@ from xdsl.passes import ModulePass
 from xdsl.traits import IsTerminator
 
 from forge.diagnostics import ForgeError, op_error
+from forge.dialects import npu
 from forge.transforms.pattern_pass import run_on_functions, side_effect_free
 
 DEVICES = ("npu", "cpu")
@@ -169,7 +170,8 @@ def check_schedule(
 
 @dataclass
 class _Graph:
-    """Dependencies of a block's ops by index: uses, plus a chain through side effects."""
+    """Dependencies of a block's ops by index: uses, a chain through side effects, and
+    every other reader of a cache before the `npu.cache_update` that writes it."""
 
     devices: list[int]
     successors: list[list[int]]
@@ -186,6 +188,11 @@ class _Graph:
             for nested in self_and_nested(op):
                 for operand in nested.operands:
                     j = index.get(operand.owner)  # type: ignore[arg-type]
+                    if j is not None and j != i:
+                        preds.add(j)
+            if isinstance(op, npu.CacheUpdateOp):  # the cache's other readers see it unwritten
+                for use in op.cache.uses:
+                    j = index.get(use.operation)
                     if j is not None and j != i:
                         preds.add(j)
             if has_side_effects(op):

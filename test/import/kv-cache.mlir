@@ -4,6 +4,7 @@
 // into them in place (`npu.cache_update`, no buffer of its own: it is the caller's
 // cache) and fuses the attention that reads the updated cache into one `npu.sdpa` per
 // layer, in the decode step (1 query row against the 16-row cache) and in the prefill.
+// In the decode step the attention reads the caches before their writes.
 
 // RUN: forge import gpt2 --tiny --program decode --capacity 16 --prompt-capacity 4 -o %t.decode.mlir 2>/dev/null
 // RUN: forge-opt %t.decode.mlir -p forge-pipeline | filecheck %s --check-prefix=DECODE
@@ -17,14 +18,20 @@
 // IMPORTED: npu.generic "aten.index_copy.default"(%key_cache.0, 2 : i64,
 
 // DECODE: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
-// DECODE: %[[K0:.*]] = npu.cache_update %key_cache.0[%[[POS:.*]]] = %{{.*}} {device = "cpu", vreg = {{[0-9]+}} : i64, live = array<i64: {{.*}}>, dead_after = array<i64: {{.*}}>, dim = 2 : i64} : tensor<1x4x16x16xf32>, tensor<1xi64>, tensor<1x4x1x16xf32>
-// DECODE-NEXT: %[[V0:.*]] = npu.cache_update %value_cache.0[%[[POS]]] = %{{.*}} {device = "cpu", vreg = {{[0-9]+}} : i64, live = array<i64: {{.*}}>, dead_after = array<i64: {{.*}}>, dim = 2 : i64}
-// DECODE-NEXT: npu.sdpa %{{.*}}, %[[K0]], %[[V0]], %{{.*}} {device = "npu"{{.*}}} : (tensor<1x4x1x16xf32>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>, tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32>
-// DECODE: npu.cache_update %key_cache.1
-// DECODE: npu.cache_update %value_cache.1
-// DECODE-NEXT: npu.sdpa
+// The attention reads each cache before its write, the new row selected in
+// (npu-attend-before-write), so the two writes per layer come after all the NPU work.
+// DECODE: %[[AT:.*]] = npu.cast %{{.*}} {device = "cpu"{{.*}}} : tensor<16x1xi1> -> tensor<16x1xf32>
+// DECODE: %[[OFF:.*]] = npu.cast %{{.*}} {device = "cpu"{{.*}}} : tensor<16x1xi1> -> tensor<16x1xf32>
+// DECODE: npu.mul %key_cache.0, %[[OFF]] {device = "npu"
+// DECODE: npu.sdpa %{{.*}} {device = "npu"{{.*}}} : (tensor<1x4x1x16xf32>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>, tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32>
+// DECODE: npu.sdpa
 // DECODE-NOT: npu.sdpa
 // DECODE-NOT: aten.index_copy
+// DECODE: npu.linear
+// DECODE-NEXT: npu.cache_update %key_cache.0[%{{.*}}] = %{{.*}} {device = "cpu", vreg = {{[0-9]+}} : i64, live = array<i64: {{.*}}>, dead_after = array<i64: {{.*}}>, dim = 2 : i64} : tensor<1x4x16x16xf32>, tensor<1xi64>, tensor<1x4x1x16xf32>
+// DECODE-NEXT: npu.cache_update %value_cache.0
+// DECODE-NEXT: npu.cache_update %key_cache.1
+// DECODE-NEXT: npu.cache_update %value_cache.1
 // DECODE: func.return
 
 // PREFILL: func.func @forward(%input_ids: tensor<1x4xi64>, %cache_position: tensor<4xi64>,
@@ -35,6 +42,6 @@
 // PREFILL-NOT: npu.sdpa
 // PREFILL-NOT: aten.index_copy
 
-// An in-place update whose cache something else reads breaks its contract: a located error.
+// An in-place update whose cache something reads after it breaks its contract: a located error.
 // RUN: not forge-opt %S/Inputs/bad-cache-update.mlir 2>&1 | filecheck %s --check-prefix=BAD
-// BAD: bad-cache-update.mlir:1:1: error: 'func.func' op npu.cache_update writes %c in place, but %c has other readers
+// BAD: bad-cache-update.mlir:1:1: error: 'func.func' op npu.cache_update writes %c in place, but %c has readers after it

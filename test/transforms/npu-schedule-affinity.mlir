@@ -160,3 +160,19 @@ func.func @unplaced(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %2 = npu.tanh %0 : tensor<4xf32>
   func.return %1, %2 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A cache's other readers stay ahead of the `npu.cache_update` that writes it in place:
+// moving the CPU update up with the other CPU op would save a transition, but the NPU
+// exp would then read the written cache.
+// CHECK-LABEL: func.func @cache_read_before_write
+// CHECK:         npu.exp %c
+// CHECK:         npu.cache_update %c
+func.func @cache_read_before_write(%x: tensor<8x4xf32>, %pos: tensor<1xi64>, %row: tensor<1x4xf32>, %c: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) attributes {npu.writes = ["c"]} {
+  %a = npu.neg %x {device = "cpu"} : tensor<8x4xf32>
+  %r = npu.exp %c {device = "npu"} : tensor<8x4xf32>
+  %u = npu.cache_update %c[%pos] = %row {device = "cpu", dim = 0 : i64} : tensor<8x4xf32>, tensor<1xi64>, tensor<1x4xf32>
+  %b = npu.exp %a {device = "npu"} : tensor<8x4xf32>
+  func.return %r, %b, %u : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}

@@ -1,0 +1,153 @@
+"""npu-attend-before-write: decode attention reads the cache before its write, with the
+new row selected in, so the write no longer sits between two graphs.
+
+A decode step writes each layer's new key and value row into the cache and attends
+over the written cache:
+
+    %k = npu.cache_update %key_cache[%pos] = %k_row {dim = 2 : i64} : ...
+    %v = npu.cache_update %value_cache[%pos] = %v_row {dim = 2 : i64} : ...
+    %a = npu.sdpa %q, %k, %v, %mask : ...
+
+The write runs on the CPU (NNFactory has no scatter) and the attention needs it, so
+every layer is a graph, a CPU step and another graph: 13 NNFactory graphs per GPT-2
+token. The written cache is the old one at every row but `%pos`, and the new row there,
+which a graph can compute without the write:
+
+    %at  = npu.cast (npu.eq %rows, %pos)          // [C, 1]: 1.0 at row %pos, else 0.0
+    %off = npu.cast (npu.ne %rows, %pos)          // [C, 1]: the opposite
+    %k2  = npu.add (npu.mul %key_cache, %off), (npu.mul %k_row, %at)
+    %v2  = npu.add (npu.mul %value_cache, %off), (npu.mul %v_row, %at)
+    %a   = npu.sdpa %q, %k2, %v2, %mask
+
+Each row of `%k2` is one of the two terms plus an exact zero (x * 1.0 and x * 0.0 are
+exact for finite x), so `%k2` equals the written cache bit for bit and the attention
+computes exactly what it did. The `eq`/`ne`/`cast` steps run once per position on the
+CPU before the graph; nothing in the graph waits for the writes, which move after it:
+one graph per step. The cache is read before its update (the update stays: it is what
+the step writes back), and npu-schedule-affinity keeps every reader of a cache ahead of
+the `npu.cache_update` that writes it.
+
+Preconditions (any one failing leaves the attention alone): key and value are
+`npu.cache_update` results with finite-float caches, over the same positions, one
+position (a decode step), along the key/value sequence dim, with static shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint
+
+from forge.dialects import npu
+from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
+from forge.transforms.pattern_pass import NpuPatternPass
+
+
+def _static(*values: SSAValue) -> bool:
+    return all(DYNAMIC not in shape_of(v.type) for v in values)
+
+
+def _update_of(value: SSAValue) -> npu.CacheUpdateOp | None:
+    op = value.owner
+    return op if isinstance(op, npu.CacheUpdateOp) else None
+
+
+def _one_position_row(update: npu.CacheUpdateOp, key_rank: int) -> bool:
+    """The update writes one row along the key/value sequence dim (rank - 2)."""
+    dim = normalize_dim(update.dim.value.data, key_rank)
+    return dim == key_rank - 2 and shape_of(update.positions.type) == (1,)
+
+
+class AttendBeforeWrite(RewritePattern):
+    """sdpa over two single-row cache updates -> sdpa over the old caches with the
+    new rows selected in (see the module docstring)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.SDPAOp, rewriter: PatternRewriter) -> None:
+        key, value = _update_of(op.key), _update_of(op.value)
+        if key is None or value is None or key.positions is not value.positions:
+            return
+        if not _static(op.key, op.value, key.update, value.update, key.positions):
+            return
+        rank = len(shape_of(op.key.type))
+        if not (_one_position_row(key, rank) and _one_position_row(value, rank)):
+            return
+        element = element_type(op.key.type)
+        if not is_float(element) or element_type(op.value.type) != element:
+            return
+        length = shape_of(op.key.type)[-2]
+        if shape_of(op.value.type)[-2] != length:
+            return
+        # Ahead of both writes: every reader of a cache must precede its update.
+        block = op.parent_block()
+        assert block is not None
+        first = min(key, value, key=block.get_operation_index)
+        at, off = _row_selectors(key.positions, length, element, rewriter, first)
+        new_key = _select_row(key, at, off, rewriter, first)
+        new_value = _select_row(value, at, off, rewriter, first)
+        op.operands[1] = new_key
+        op.operands[2] = new_value
+        rewriter.handle_operation_modification(op)
+
+
+def _insert(rewriter: PatternRewriter, before: Operation, op: Operation) -> SSAValue:
+    rewriter.insert(op, InsertPoint.before(before))
+    return op.results[0]
+
+
+def _row_selectors(
+    positions: SSAValue,
+    length: int,
+    element: Attribute,
+    rewriter: PatternRewriter,
+    before: Operation,
+) -> tuple[SSAValue, SSAValue]:
+    """[length, 1] floats: 1.0 at row `positions[0]` and 0.0 elsewhere, and the opposite."""
+    index = element_type(positions.type)
+    rows = _insert(
+        rewriter,
+        before,
+        npu.ConstantOp(
+            DenseIntOrFPElementsAttr.from_list(  # type: ignore[arg-type]
+                TensorType(index, [length, 1]), list(range(length))
+            )
+        ),
+    )
+    flags = TensorType(i1, [length, 1])
+    selectors = []
+    for compare in (npu.EqOp, npu.NeOp):
+        flag = _insert(rewriter, before, compare(operands=[rows, positions], result_types=[flags]))
+        cast = npu.CastOp(operands=[flag], result_types=[TensorType(element, [length, 1])])
+        selectors.append(_insert(rewriter, before, cast))
+    return selectors[0], selectors[1]
+
+
+def _select_row(
+    update: npu.CacheUpdateOp,
+    at: SSAValue,
+    off: SSAValue,
+    rewriter: PatternRewriter,
+    before: Operation,
+) -> SSAValue:
+    """cache * off + row * at: the cache as `update` leaves it, computed from its inputs."""
+    cache_type = update.cache.type
+    row_type = TensorType(element_type(cache_type), shape_of(update.cache.type))
+    kept = _insert(
+        rewriter, before, npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
+    )
+    placed = _insert(
+        rewriter, before, npu.MulOp(operands=[update.update, at], result_types=[row_type])
+    )
+    return _insert(rewriter, before, npu.AddOp(operands=[kept, placed], result_types=[cache_type]))
+
+
+@dataclass(frozen=True)
+class NpuAttendBeforeWritePass(NpuPatternPass):
+    name = "npu-attend-before-write"
+
+    def patterns(self) -> Sequence[RewritePattern]:
+        return (AttendBeforeWrite(),)
