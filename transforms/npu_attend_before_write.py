@@ -13,17 +13,18 @@ every layer is a graph, a CPU step and another graph: 13 NNFactory graphs per GP
 token. The written cache is the old one at every row but `%pos`, and the new row there,
 which a graph can compute without the write:
 
-    %at  = npu.cast (npu.eq %rows, %pos)          // [C, 1]: 1.0 at row %pos, else 0.0
-    %off = npu.cast (npu.ne %rows, %pos)          // [C, 1]: the opposite
+    %at  = relu(1 - |%rows - cast(%pos)|)         // [C, 1]: 1.0 at row %pos, else 0.0
+    %off = 1 - %at                                 // [C, 1]: the opposite
     %k2  = npu.add (npu.mul %key_cache, %off), (npu.mul %k_row, %at)
     %v2  = npu.add (npu.mul %value_cache, %off), (npu.mul %v_row, %at)
     %a   = npu.sdpa %q, %k2, %v2, %mask
 
 Each row of `%k2` is one of the two terms plus an exact zero (x * 1.0 and x * 0.0 are
 exact for finite x), so `%k2` equals the written cache bit for bit and the attention
-computes exactly what it did. The `eq`/`ne`/`cast` steps run once per position on the
-CPU before the graph; nothing in the graph waits for the writes, which move after it:
-one graph per step. The cache is read before its update (the update stays: it is what
+computes exactly what it did (the selectors are float arithmetic on small integers,
+exact too). Only the position's cast to float runs on the CPU (NNFactory has no integer
+compare or cast); nothing in the graph waits for the writes, which move after it: one
+graph per step. The cache is read before its update (the update stays: it is what
 the step writes back), and npu-schedule-affinity keeps every reader of a cache ahead of
 the `npu.cache_update` that writes it.
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -106,24 +107,44 @@ def _row_selectors(
     rewriter: PatternRewriter,
     before: Operation,
 ) -> tuple[SSAValue, SSAValue]:
-    """[length, 1] floats: 1.0 at row `positions[0]` and 0.0 elsewhere, and the opposite."""
-    index = element_type(positions.type)
+    """[length, 1] floats: 1.0 at row `positions[0]` and 0.0 elsewhere, and the opposite.
+
+    In float arithmetic, exact on small integers, so that all but the position's cast
+    can run inside the graph (NNFactory has no integer compare):
+    at = relu(1 - |rows - pos|), off = 1 - at."""
+    column = TensorType(element, [length, 1])
     rows = _insert(
         rewriter,
         before,
         npu.ConstantOp(
-            DenseIntOrFPElementsAttr.from_list(  # type: ignore[arg-type]
-                TensorType(index, [length, 1]), list(range(length))
-            )
+            DenseIntOrFPElementsAttr.from_list(column, [float(r) for r in range(length)])  # type: ignore[arg-type]
         ),
     )
-    flags = TensorType(i1, [length, 1])
-    selectors = []
-    for compare in (npu.EqOp, npu.NeOp):
-        flag = _insert(rewriter, before, compare(operands=[rows, positions], result_types=[flags]))
-        cast = npu.CastOp(operands=[flag], result_types=[TensorType(element, [length, 1])])
-        selectors.append(_insert(rewriter, before, cast))
-    return selectors[0], selectors[1]
+    position = _insert(
+        rewriter, before, npu.CastOp(operands=[positions], result_types=[TensorType(element, [1])])
+    )
+    distance = _insert(
+        rewriter, before, npu.SubOp(operands=[rows, position], result_types=[column])
+    )
+    distance = _insert(rewriter, before, npu.AbsOp(distance))
+    near = _unary_scalar(npu.NegOp, distance, 1.0, rewriter, before)  # 1 - |rows - pos|
+    at = _insert(rewriter, before, npu.ReluOp(near))
+    off = _unary_scalar(npu.NegOp, at, 1.0, rewriter, before)  # 1 - at
+    return at, off
+
+
+def _unary_scalar(
+    unary: type[npu.UnaryOp],
+    x: SSAValue,
+    plus: float,
+    rewriter: PatternRewriter,
+    before: Operation,
+) -> SSAValue:
+    """unary(x) + plus."""
+    y = _insert(rewriter, before, unary(x))
+    scalar = FloatAttr(plus, element_type(x.type))
+    add = npu.AddOp(operands=[y, []], result_types=[x.type], properties={"scalar": scalar})
+    return _insert(rewriter, before, add)
 
 
 def _select_row(

@@ -20,9 +20,8 @@
 // DECODE: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
 // The attention reads each cache before its write, the new row selected in
 // (npu-attend-before-write), so the two writes per layer come after all the NPU work.
-// DECODE: %[[AT:.*]] = npu.cast %{{.*}} {device = "cpu"{{.*}}} : tensor<16x1xi1> -> tensor<16x1xf32>
-// DECODE: %[[OFF:.*]] = npu.cast %{{.*}} {device = "cpu"{{.*}}} : tensor<16x1xi1> -> tensor<16x1xf32>
-// DECODE: npu.mul %key_cache.0, %[[OFF]] {device = "npu"
+// DECODE: npu.cast %{{.*}} {device = "cpu"{{.*}}} : tensor<1xi64> -> tensor<1xf32>
+// DECODE: npu.mul %key_cache.0, %{{.*}} {device = "npu"
 // DECODE: npu.sdpa %{{.*}} {device = "npu"{{.*}}} : (tensor<1x4x1x16xf32>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>, tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32>
 // DECODE: npu.sdpa
 // DECODE-NOT: npu.sdpa

@@ -6,16 +6,21 @@
 
 // RUN: forge-opt %s -p npu-attend-before-write --split-input-file | filecheck %s
 // RUN: forge-opt %s -p npu-attend-before-write --split-input-file --check-numerics
-// After placement and scheduling the writes come after all the NPU work: one graph.
+// After placement and scheduling only the position's cast runs before the NPU work and
+// the writes after it: one graph.
 // RUN: forge-opt %s -p 'npu-attend-before-write,npu-place-devices,npu-schedule-affinity' --split-input-file | filecheck %s --check-prefix=SCHED
 
 // Positive: one layer of a decode step (1 query row, 1 new row, a cache of 8 rows).
 // CHECK-LABEL: func.func @decode_step
-// CHECK:         %[[ROWS:.*]] = npu.constant dense<{{\[}}[0], [1], [2], [3], [4], [5], [6], [7]]> : tensor<8x1xi64>
-// CHECK-NEXT:    %[[EQ:.*]] = npu.eq %[[ROWS]], %pos : (tensor<8x1xi64>, tensor<1xi64>) -> tensor<8x1xi1>
-// CHECK-NEXT:    %[[AT:.*]] = npu.cast %[[EQ]] : tensor<8x1xi1> -> tensor<8x1xf32>
-// CHECK-NEXT:    %[[NE:.*]] = npu.ne %[[ROWS]], %pos
-// CHECK-NEXT:    %[[OFF:.*]] = npu.cast %[[NE]] : tensor<8x1xi1> -> tensor<8x1xf32>
+// CHECK:         %[[ROWS:.*]] = npu.constant dense<{{\[}}[0.000000e+00], [1.000000e+00], [2.000000e+00], [3.000000e+00], [4.000000e+00], [5.000000e+00], [6.000000e+00], [7.000000e+00]]> : tensor<8x1xf32>
+// CHECK-NEXT:    %[[POS:.*]] = npu.cast %pos : tensor<1xi64> -> tensor<1xf32>
+// CHECK-NEXT:    %[[D:.*]] = npu.sub %[[ROWS]], %[[POS]] : (tensor<8x1xf32>, tensor<1xf32>) -> tensor<8x1xf32>
+// CHECK-NEXT:    %[[ABS:.*]] = npu.abs %[[D]]
+// CHECK-NEXT:    %[[NEG:.*]] = npu.neg %[[ABS]]
+// CHECK-NEXT:    %[[NEAR:.*]] = npu.add %[[NEG]] {scalar = 1.000000e+00 : f32}
+// CHECK-NEXT:    %[[AT:.*]] = npu.relu %[[NEAR]]
+// CHECK-NEXT:    %[[NOT:.*]] = npu.neg %[[AT]]
+// CHECK-NEXT:    %[[OFF:.*]] = npu.add %[[NOT]] {scalar = 1.000000e+00 : f32}
 // CHECK-NEXT:    %[[KEPT:.*]] = npu.mul %k_cache, %[[OFF]] : (tensor<1x2x8x4xf32>, tensor<8x1xf32>) -> tensor<1x2x8x4xf32>
 // CHECK-NEXT:    %[[PLACED:.*]] = npu.mul %k_row, %[[AT]] : (tensor<1x2x1x4xf32>, tensor<8x1xf32>) -> tensor<1x2x8x4xf32>
 // CHECK-NEXT:    %[[KEYS:.*]] = npu.add %[[KEPT]], %[[PLACED]]
@@ -25,6 +30,8 @@
 // CHECK-NEXT:    %a = npu.sdpa %q, %[[KEYS]], %[[VALUES]], %mask {scale = 5.000000e-01 : f64}
 // CHECK:         func.return %a, %k, %v
 // SCHED-LABEL: func.func @decode_step
+// SCHED-NEXT:    npu.cast %pos {device = "cpu"}
+// SCHED-NOT:     device = "cpu"
 // SCHED:         npu.sdpa
 // SCHED-NEXT:    npu.cache_update %k_cache
 // SCHED-NEXT:    npu.cache_update %v_cache
@@ -90,7 +97,7 @@ func.func @other_dim(%q: tensor<1x8x1x4xf32>, %pos: tensor<1xi64>, %k_row: tenso
 // Negative: the keys are not a cache update (an attention over plain arguments).
 // CHECK-LABEL: func.func @no_cache
 // CHECK:         npu.sdpa %q, %k, %v
-// CHECK-NOT:     npu.eq
+// CHECK-NOT:     npu.relu
 func.func @no_cache(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32> {
   %a = npu.sdpa %q, %k, %v : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32>
   func.return %a : tensor<1x2x1x4xf32>
