@@ -65,7 +65,11 @@ def _one_position_row(update: npu.CacheUpdateOp, key_rank: int) -> bool:
 
 class AttendBeforeWrite(RewritePattern):
     """sdpa over two single-row cache updates -> sdpa over the old caches with the
-    new rows selected in (see the module docstring)."""
+    new rows selected in (see the module docstring). Layers that write at the same
+    position share one pair of selectors."""
+
+    def __init__(self) -> None:
+        self.selectors: dict[tuple[SSAValue, int, Attribute], tuple[SSAValue, SSAValue]] = {}
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.SDPAOp, rewriter: PatternRewriter) -> None:
@@ -87,12 +91,36 @@ class AttendBeforeWrite(RewritePattern):
         block = op.parent_block()
         assert block is not None
         first = min(key, value, key=block.get_operation_index)
-        at, off = _row_selectors(key.positions, length, element, rewriter, first)
+        at, off = self._selectors(key.positions, length, element, rewriter, first)
         new_key = _select_row(key, at, off, rewriter, first)
         new_value = _select_row(value, at, off, rewriter, first)
         op.operands[1] = new_key
         op.operands[2] = new_value
         rewriter.handle_operation_modification(op)
+
+    def _selectors(
+        self,
+        positions: SSAValue,
+        length: int,
+        element: Attribute,
+        rewriter: PatternRewriter,
+        before: Operation,
+    ) -> tuple[SSAValue, SSAValue]:
+        """The selectors of an earlier layer at `positions`, if they come before
+        `before`; new ones otherwise."""
+        key = (positions, length, element)
+        known = self.selectors.get(key)
+        if known is not None and _precedes(known[1].owner, before):
+            return known
+        self.selectors[key] = _row_selectors(positions, length, element, rewriter, before)
+        return self.selectors[key]
+
+
+def _precedes(op: Operation | object, before: Operation) -> bool:
+    block = before.parent_block()
+    if not isinstance(op, Operation) or block is None or op.parent_block() is not block:
+        return False
+    return block.get_operation_index(op) < block.get_operation_index(before)
 
 
 def _insert(rewriter: PatternRewriter, before: Operation, op: Operation) -> SSAValue:

@@ -262,6 +262,27 @@ class FoldIdentityGeneric(RewritePattern):
             rewriter.replace(op, npu.ContiguousOp(op.inputs[0]))
 
 
+class FoldFunctionalCopy(RewritePattern):
+    """`aten.copy(self, src)`, functionalized `self.copy_(src)`, returns `src`'s values
+    in `self`'s shape and dtype; when those are `src`'s own, it is `src`. HF's static
+    cache exports one per layer per step (each layer's `cumulative_length` takes the
+    position); forwarding them lets CSE see the layers' identical position arithmetic."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.GenericOp, rewriter: PatternRewriter) -> None:
+        if op.opcode != "aten.copy.default" or op.has_side_effects is not None:
+            return
+        if len(op.inputs) != 2 or len(op.outputs) != 1:
+            return
+        kwargs = op.kwargs.data if op.kwargs is not None else {}
+        if set(kwargs) - {"non_blocking"}:
+            return
+        source = op.inputs[1]
+        if op.outputs[0].type != source.type or not _is_static(source.type):
+            return
+        _forward(op, source, rewriter)
+
+
 def _is_state(value: SSAValue) -> bool:
     """`value` is (a view of) a function argument or of a cache updated in place."""
     root = view_root(value).owner
@@ -470,6 +491,7 @@ class NpuFoldConstantsPass(NpuPatternPass):
             FoldIdentityPermute(),
             FoldIdentityCast(),
             FoldIdentityGeneric(),
+            FoldFunctionalCopy(),
             FoldReshapeChain(),
             FoldUnsqueezeSqueeze(),
             FoldSqueezeUnsqueeze(),

@@ -58,6 +58,23 @@ func.func @grouped(%q: tensor<1x4x1x4xf32>, %pos: tensor<1xi64>, %k_row: tensor<
 
 // -----
 
+// Positive: two layers writing at the same position share one pair of selectors.
+// CHECK-LABEL: func.func @two_layers
+// CHECK-COUNT-1: npu.relu
+// CHECK-NOT:     npu.relu
+// CHECK-COUNT-2: npu.sdpa %q
+func.func @two_layers(%q: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %r: tensor<1x2x1x4xf32>, %k0: tensor<1x2x8x4xf32>, %v0: tensor<1x2x8x4xf32>, %k1: tensor<1x2x8x4xf32>, %v1: tensor<1x2x8x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) attributes {npu.writes = ["k0", "v0", "k1", "v1"]} {
+  %a0k = npu.cache_update %k0[%pos] = %r {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a0v = npu.cache_update %v0[%pos] = %r {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a0 = npu.sdpa %q, %a0k, %a0v : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32>
+  %a1k = npu.cache_update %k1[%pos] = %a0 {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a1v = npu.cache_update %v1[%pos] = %a0 {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a1 = npu.sdpa %q, %a1k, %a1v : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32>
+  func.return %a0, %a1, %a0k, %a0v, %a1k, %a1v : tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
+
+// -----
+
 // Negative: a prefill chunk writes two rows; selecting them in is not one row's select.
 // CHECK-LABEL: func.func @two_rows
 // CHECK:         npu.sdpa %q, %k, %v

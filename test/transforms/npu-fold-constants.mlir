@@ -305,3 +305,31 @@ func.func @clone_of_an_updated_cache(%pos: tensor<1xi64>, %rows: tensor<1x2x1x4x
   %0 = npu.generic "aten.clone.default"(%new) kwargs {memory_format = "contiguous_format"} : (tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   func.return %0, %new : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// A functional copy (`self.copy_(src)` exported as aten.copy) into a tensor of src's own
+// type is src: HF's static cache does one per layer, and CSE then merges their arithmetic.
+// CHECK-LABEL: func.func @functional_copy
+// CHECK-NEXT:    %[[A:.*]] = npu.add %pos {scalar = 1 : i64}
+// CHECK-NEXT:    %[[B:.*]] = npu.add %pos {scalar = 1 : i64}
+// CHECK-NEXT:    func.return %[[A]], %[[B]]
+func.func @functional_copy(%pos: tensor<i64>, %len0: tensor<i64>, %len1: tensor<i64>) -> (tensor<i64>, tensor<i64>) {
+  %0 = npu.generic "aten.copy.default"(%len0, %pos) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %1 = npu.generic "aten.copy.default"(%len1, %pos) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %2 = npu.add %0 {scalar = 1 : i64} : (tensor<i64>) -> tensor<i64>
+  %3 = npu.add %1 {scalar = 1 : i64} : (tensor<i64>) -> tensor<i64>
+  func.return %2, %3 : tensor<i64>, tensor<i64>
+}
+
+// -----
+
+// Negative: a copy that broadcasts src into a bigger self, or converts its dtype, stays.
+// CHECK-LABEL: func.func @converting_copy
+// CHECK:         npu.generic "aten.copy.default"(%big, %x)
+// CHECK:         npu.generic "aten.copy.default"(%wide, %x)
+func.func @converting_copy(%x: tensor<4xf32>, %big: tensor<2x4xf32>, %wide: tensor<4xf64>) -> (tensor<2x4xf32>, tensor<4xf64>) {
+  %0 = npu.generic "aten.copy.default"(%big, %x) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %1 = npu.generic "aten.copy.default"(%wide, %x) : (tensor<4xf64>, tensor<4xf32>) -> tensor<4xf64>
+  func.return %0, %1 : tensor<2x4xf32>, tensor<4xf64>
+}
