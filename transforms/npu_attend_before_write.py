@@ -1,8 +1,8 @@
-"""npu-attend-before-write: decode attention reads the cache before its write, with the
-new row selected in, so the write no longer sits between two graphs.
+"""npu-attend-before-write: what reads a decode step's cache write reads the cache before
+the write, with the new row selected in, so the write no longer sits between two graphs.
 
 A decode step writes each layer's new key and value row into the cache and attends
-over the written cache:
+over the written cache (through GQA's repeat_kv views in Llama-like models):
 
     %k = npu.cache_update %key_cache[%pos] = %k_row {dim = 2 : i64} : ...
     %v = npu.cache_update %value_cache[%pos] = %v_row {dim = 2 : i64} : ...
@@ -20,17 +20,18 @@ which a graph can compute without the write:
     %a   = npu.sdpa %q, %k2, %v2, %mask
 
 Each row of `%k2` is one of the two terms plus an exact zero (x * 1.0 and x * 0.0 are
-exact for finite x), so `%k2` equals the written cache bit for bit and the attention
+exact for finite x), so `%k2` equals the written cache bit for bit and every reader
 computes exactly what it did (the selectors are float arithmetic on small integers,
 exact too). Only the position's cast to float runs on the CPU (NNFactory has no integer
-compare or cast); nothing in the graph waits for the writes, which move after it: one
-graph per step. The cache is read before its update (the update stays: it is what
-the step writes back), and npu-schedule-affinity keeps every reader of a cache ahead of
-the `npu.cache_update` that writes it.
+compare or cast), once per position: updates at one position along one dim share the
+selectors. Nothing in the graph waits for the writes, which move after it: one graph
+per step. The update stays (it is what the step writes back; its other readers now read
+`%k2`), and the new readers of the cache are placed before it: npu-schedule-affinity
+keeps every reader of a cache ahead of the `npu.cache_update` that writes it.
 
-Preconditions (any one failing leaves the attention alone): key and value are
-`npu.cache_update` results with finite-float caches, over the same positions, one
-position (a decode step), along the key/value sequence dim, with static shapes.
+Preconditions (any one failing leaves the update alone): one position (a decode step;
+several rows would need distinct positions, which the IR cannot show), a float cache,
+static shapes, and a reader besides the write-back.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorType
+from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -52,67 +54,59 @@ def _static(*values: SSAValue) -> bool:
     return all(DYNAMIC not in shape_of(v.type) for v in values)
 
 
-def _update_of(value: SSAValue) -> npu.CacheUpdateOp | None:
-    op = value.owner
-    return op if isinstance(op, npu.CacheUpdateOp) else None
-
-
-def _one_position_row(update: npu.CacheUpdateOp, key_rank: int) -> bool:
-    """The update writes one row along the key/value sequence dim (rank - 2)."""
-    dim = normalize_dim(update.dim.value.data, key_rank)
-    return dim == key_rank - 2 and shape_of(update.positions.type) == (1,)
+def _readers(update: npu.CacheUpdateOp) -> list[Operation]:
+    """The ops reading the written cache, but the write-back (`func.return`)."""
+    return [use.operation for use in update.result.uses if not isinstance(use.operation, ReturnOp)]
 
 
 class AttendBeforeWrite(RewritePattern):
-    """sdpa over two single-row cache updates -> sdpa over the old caches with the
-    new rows selected in (see the module docstring). Layers that write at the same
-    position share one pair of selectors."""
+    """The readers of a one-row cache update read the old cache with the new row
+    selected in (see the module docstring). Updates at one position along the same
+    dim share one pair of selectors."""
 
     def __init__(self) -> None:
-        self.selectors: dict[tuple[SSAValue, int, Attribute], tuple[SSAValue, SSAValue]] = {}
+        self.selectors: dict[tuple[SSAValue, int, Attribute, int], tuple[SSAValue, SSAValue]]
+        self.selectors = {}
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: npu.SDPAOp, rewriter: PatternRewriter) -> None:
-        key, value = _update_of(op.key), _update_of(op.value)
-        if key is None or value is None or key.positions is not value.positions:
+    def match_and_rewrite(self, op: npu.CacheUpdateOp, rewriter: PatternRewriter) -> None:
+        readers = _readers(op)
+        if not readers or shape_of(op.positions.type) != (1,):
             return
-        if not _static(op.key, op.value, key.update, value.update, key.positions):
+        if not _static(op.cache, op.update, op.positions):
             return
-        rank = len(shape_of(op.key.type))
-        if not (_one_position_row(key, rank) and _one_position_row(value, rank)):
+        element = element_type(op.cache.type)
+        if not is_float(element):
             return
-        element = element_type(op.key.type)
-        if not is_float(element) or element_type(op.value.type) != element:
-            return
-        length = shape_of(op.key.type)[-2]
-        if shape_of(op.value.type)[-2] != length:
-            return
-        # Ahead of both writes: every reader of a cache must precede its update.
-        block = op.parent_block()
-        assert block is not None
-        first = min(key, value, key=block.get_operation_index)
-        at, off = self._selectors(key.positions, length, element, rewriter, first)
-        new_key = _select_row(key, at, off, rewriter, first)
-        new_value = _select_row(value, at, off, rewriter, first)
-        op.operands[1] = new_key
-        op.operands[2] = new_value
-        rewriter.handle_operation_modification(op)
+        shape = shape_of(op.cache.type)
+        dim = normalize_dim(op.dim.value.data, len(shape))
+        trailing = len(shape) - 1 - dim
+        # Ahead of the write: every reader of a cache must precede its update.
+        at, off = self._selectors(op.positions, shape[dim], element, trailing, rewriter, op)
+        selected = _select_row(op, at, off, rewriter, op)
+        for reader in readers:
+            for index, operand in enumerate(reader.operands):
+                if operand is op.result:
+                    reader.operands[index] = selected
+            rewriter.handle_operation_modification(reader)
 
     def _selectors(
         self,
         positions: SSAValue,
         length: int,
         element: Attribute,
+        trailing: int,
         rewriter: PatternRewriter,
         before: Operation,
     ) -> tuple[SSAValue, SSAValue]:
-        """The selectors of an earlier layer at `positions`, if they come before
+        """The selectors of an earlier update at `positions`, if they come before
         `before`; new ones otherwise."""
-        key = (positions, length, element)
+        key = (positions, length, element, trailing)
         known = self.selectors.get(key)
         if known is not None and _precedes(known[1].owner, before):
             return known
-        self.selectors[key] = _row_selectors(positions, length, element, rewriter, before)
+        shape = [length, *[1] * trailing]
+        self.selectors[key] = _row_selectors(positions, shape, element, rewriter, before)
         return self.selectors[key]
 
 
@@ -130,22 +124,23 @@ def _insert(rewriter: PatternRewriter, before: Operation, op: Operation) -> SSAV
 
 def _row_selectors(
     positions: SSAValue,
-    length: int,
+    shape: list[int],
     element: Attribute,
     rewriter: PatternRewriter,
     before: Operation,
 ) -> tuple[SSAValue, SSAValue]:
-    """[length, 1] floats: 1.0 at row `positions[0]` and 0.0 elsewhere, and the opposite.
+    """`shape` ([rows, 1, ...]) floats: 1.0 at row `positions[0]` and 0.0 elsewhere,
+    and the opposite.
 
     In float arithmetic, exact on small integers, so that all but the position's cast
     can run inside the graph (NNFactory has no integer compare):
     at = relu(1 - |rows - pos|), off = 1 - at."""
-    column = TensorType(element, [length, 1])
+    column = TensorType(element, shape)
     rows = _insert(
         rewriter,
         before,
         npu.ConstantOp(
-            DenseIntOrFPElementsAttr.from_list(column, [float(r) for r in range(length)])  # type: ignore[arg-type]
+            DenseIntOrFPElementsAttr.from_list(column, [float(r) for r in range(shape[0])])  # type: ignore[arg-type]
         ),
     )
     position = _insert(

@@ -1,8 +1,9 @@
-// npu-attend-before-write: a decode step's attention reads the key/value caches as they
-// were before the step's write, with the new row selected in (cache * off + row * at,
-// where at/off are 1.0/0.0 at row %pos), so nothing in the graph waits for the CPU's
-// cache write. The `npu.cache_update`s stay: they are what the step writes back, and
-// the new readers of each cache go before its update (the in-place contract).
+// npu-attend-before-write: whatever reads a one-row cache update (a decode step's
+// attention, GQA's repeat_kv views) reads the cache as it was before the write, with the
+// new row selected in (cache * off + row * at, where at/off are 1.0/0.0 at row %pos), so
+// nothing in the graph waits for the CPU's cache write. The `npu.cache_update`s stay:
+// they are what the step writes back, and the new readers of each cache go before its
+// update (the in-place contract).
 
 // RUN: forge-opt %s -p npu-attend-before-write --split-input-file | filecheck %s
 // RUN: forge-opt %s -p npu-attend-before-write --split-input-file --check-numerics
@@ -24,8 +25,10 @@
 // CHECK-NEXT:    %[[KEPT:.*]] = npu.mul %k_cache, %[[OFF]] : (tensor<1x2x8x4xf32>, tensor<8x1xf32>) -> tensor<1x2x8x4xf32>
 // CHECK-NEXT:    %[[PLACED:.*]] = npu.mul %k_row, %[[AT]] : (tensor<1x2x1x4xf32>, tensor<8x1xf32>) -> tensor<1x2x8x4xf32>
 // CHECK-NEXT:    %[[KEYS:.*]] = npu.add %[[KEPT]], %[[PLACED]]
-// CHECK:         %[[VALUES:.*]] = npu.add
 // CHECK-NEXT:    %k = npu.cache_update %k_cache[%pos] = %k_row
+// CHECK-NEXT:    npu.mul %v_cache, %[[OFF]]
+// CHECK-NEXT:    npu.mul %v_row, %[[AT]]
+// CHECK-NEXT:    %[[VALUES:.*]] = npu.add
 // CHECK-NEXT:    %v = npu.cache_update %v_cache[%pos] = %v_row
 // CHECK-NEXT:    %a = npu.sdpa %q, %[[KEYS]], %[[VALUES]], %mask {scale = 5.000000e-01 : f64}
 // CHECK:         func.return %a, %k, %v
@@ -87,9 +90,10 @@ func.func @two_rows(%q: tensor<1x2x2x4xf32>, %pos: tensor<2xi64>, %k_row: tensor
 
 // -----
 
-// Negative: keys and values written at different positions.
+// Positive: keys and values written at different positions get a selector pair each.
 // CHECK-LABEL: func.func @different_positions
-// CHECK:         npu.sdpa %q, %k, %v
+// CHECK-COUNT-2: npu.relu
+// CHECK:         npu.sdpa %q, %{{[0-9]+}}, %{{[0-9]+}}
 func.func @different_positions(%q: tensor<1x2x1x4xf32>, %pk: tensor<1xi64>, %pv: tensor<1xi64>, %k_row: tensor<1x2x1x4xf32>, %v_row: tensor<1x2x1x4xf32>, %k_cache: tensor<1x2x8x4xf32>, %v_cache: tensor<1x2x8x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) attributes {npu.writes = ["k_cache", "v_cache"]} {
   %k = npu.cache_update %k_cache[%pk] = %k_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
   %v = npu.cache_update %v_cache[%pv] = %v_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
@@ -99,9 +103,11 @@ func.func @different_positions(%q: tensor<1x2x1x4xf32>, %pk: tensor<1xi64>, %pv:
 
 // -----
 
-// Negative: the rows are written along the head dim, not the sequence dim.
+// Positive: rows written along another dim (dim 1 of 4): the selectors broadcast
+// over the dims after it.
 // CHECK-LABEL: func.func @other_dim
-// CHECK:         npu.sdpa %q, %k, %v
+// CHECK:         npu.relu %{{.*}} : tensor<8x1x1xf32>
+// CHECK:         npu.sdpa %q, %{{[0-9]+}}, %{{[0-9]+}}
 func.func @other_dim(%q: tensor<1x8x1x4xf32>, %pos: tensor<1xi64>, %k_row: tensor<1x1x8x4xf32>, %v_row: tensor<1x1x8x4xf32>, %k_cache: tensor<1x8x8x4xf32>, %v_cache: tensor<1x8x8x4xf32>) -> (tensor<1x8x1x4xf32>, tensor<1x8x8x4xf32>, tensor<1x8x8x4xf32>) attributes {npu.writes = ["k_cache", "v_cache"]} {
   %k = npu.cache_update %k_cache[%pos] = %k_row {dim = 1 : i64} : tensor<1x8x8x4xf32>, tensor<1xi64>, tensor<1x1x8x4xf32>
   %v = npu.cache_update %v_cache[%pos] = %v_row {dim = 1 : i64} : tensor<1x8x8x4xf32>, tensor<1xi64>, tensor<1x1x8x4xf32>
@@ -118,4 +124,46 @@ func.func @other_dim(%q: tensor<1x8x1x4xf32>, %pos: tensor<1xi64>, %k_row: tenso
 func.func @no_cache(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32> {
   %a = npu.sdpa %q, %k, %v : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32>
   func.return %a : tensor<1x2x1x4xf32>
+}
+
+// -----
+
+// Positive: GQA's repeat_kv between the update and the attention (unsqueeze, expand,
+// contiguous, view, as Llama exports it): the chain reads the selected cache.
+// CHECK-LABEL: func.func @repeat_kv
+// CHECK:         %[[KEYS:.*]] = npu.add %{{.*}}, %{{.*}} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+// CHECK:         npu.cache_update %k_cache
+// CHECK-NEXT:    npu.unsqueeze %[[KEYS]]
+func.func @repeat_kv(%q: tensor<1x4x1x4xf32>, %pos: tensor<1xi64>, %k_row: tensor<1x2x1x4xf32>, %k_cache: tensor<1x2x8x4xf32>) -> (tensor<1x4x1x8xf32>, tensor<1x2x8x4xf32>) attributes {npu.writes = ["k_cache"]} {
+  %k = npu.cache_update %k_cache[%pos] = %k_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %u = npu.unsqueeze %k {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %e = npu.expand %u : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %c = npu.contiguous %e : tensor<1x2x2x8x4xf32>
+  %r = npu.view %c : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %t = npu.transpose %r {dim0 = 2 : i64, dim1 = 3 : i64} : tensor<1x4x8x4xf32> -> tensor<1x4x4x8xf32>
+  %s = npu.matmul %q, %t : (tensor<1x4x1x4xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x1x8xf32>
+  func.return %s, %k : tensor<1x4x1x8xf32>, tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Negative: an update nothing reads but the write-back has no reader to redirect.
+// CHECK-LABEL: func.func @write_only
+// CHECK-NEXT:    %k = npu.cache_update
+// CHECK-NEXT:    func.return %k
+func.func @write_only(%pos: tensor<1xi64>, %k_row: tensor<1x2x1x4xf32>, %k_cache: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> attributes {npu.writes = ["k_cache"]} {
+  %k = npu.cache_update %k_cache[%pos] = %k_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  func.return %k : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Negative: an integer cache (a counter) is not selected with float arithmetic.
+// CHECK-LABEL: func.func @integer_cache
+// CHECK-NOT:     npu.relu
+// CHECK:         npu.add %n
+func.func @integer_cache(%pos: tensor<1xi64>, %row: tensor<1xi64>, %counts: tensor<8xi64>) -> (tensor<8xi64>, tensor<8xi64>) attributes {npu.writes = ["counts"]} {
+  %n = npu.cache_update %counts[%pos] = %row {dim = 0 : i64} : tensor<8xi64>, tensor<1xi64>, tensor<1xi64>
+  %m = npu.add %n {scalar = 1 : i64} : (tensor<8xi64>) -> tensor<8xi64>
+  func.return %m, %n : tensor<8xi64>, tensor<8xi64>
 }
