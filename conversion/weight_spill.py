@@ -165,22 +165,18 @@ _REGIONS: dict[tuple[int, int], Region] = {}
 """(start, length) -> the spilled region (arrays shared by several graphs spill once)."""
 
 
-def _whole_pages(array: np.ndarray) -> tuple[int, int]:
+def region_of(array: np.ndarray) -> tuple[int, int]:
+    """(start, length) of `array`'s whole pages: the key `spill` files its region under."""
     start = array.ctypes.data
     first = -(-start // PAGE) * PAGE
     last = (start + array.nbytes) // PAGE * PAGE
     return first, max(0, last - first)
 
 
-def region_of(array: np.ndarray) -> tuple[int, int]:
-    """The key `spill` files `array`'s region under."""
-    return _whole_pages(array)
-
-
 def spill(array: np.ndarray, folder: Path) -> tuple[int, int] | None:
     """Move `array`'s whole pages out of resident memory; its region's key, or None
     when it is too small. Raises `SpillUnavailable` or OSError when nothing moved."""
-    start, length = _whole_pages(array)
+    start, length = region_of(array)
     if length < MIN_BYTES:
         return None
     key = (start, length)

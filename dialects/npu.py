@@ -805,9 +805,7 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
             raise VerifyException(
                 f"npu.cache_update writes %{name or '?'}, which {WRITES} does not name"
             )
-        if any(
-            not _runs_before(use.operation, op) for use in cache.uses if use.operation is not op
-        ):
+        if any(not runs_before(use.operation, op) for use in cache.uses if use.operation is not op):
             raise VerifyException(
                 f"npu.cache_update writes %{name} in place, but %{name} has readers after it"
             )
@@ -820,7 +818,7 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     return frozenset(done)
 
 
-def _runs_before(reader: Operation, update: Operation) -> bool:
+def runs_before(reader: Operation, update: Operation) -> bool:
     """Whether `reader` (or the op of the update's block holding it) comes before `update`."""
     block = update.parent_block()
     while reader.parent_block() is not block:

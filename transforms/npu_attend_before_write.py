@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorType
 from xdsl.dialects.func import ReturnOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue, Use
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
@@ -54,9 +54,11 @@ def _static(*values: SSAValue) -> bool:
     return all(DYNAMIC not in shape_of(v.type) for v in values)
 
 
-def _readers(update: npu.CacheUpdateOp) -> list[Operation]:
-    """The ops reading the written cache, but the write-back (`func.return`)."""
-    return [use.operation for use in update.result.uses if not isinstance(use.operation, ReturnOp)]
+def _is_write_back(use: Use) -> bool:
+    return isinstance(use.operation, ReturnOp)
+
+
+Selectors = dict[tuple[SSAValue, int, Attribute, int], tuple[SSAValue, SSAValue]]
 
 
 class AttendBeforeWrite(RewritePattern):
@@ -65,56 +67,38 @@ class AttendBeforeWrite(RewritePattern):
     dim share one pair of selectors."""
 
     def __init__(self) -> None:
-        self.selectors: dict[tuple[SSAValue, int, Attribute, int], tuple[SSAValue, SSAValue]]
-        self.selectors = {}
+        self.selectors: Selectors = {}
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.CacheUpdateOp, rewriter: PatternRewriter) -> None:
-        readers = _readers(op)
-        if not readers or shape_of(op.positions.type) != (1,):
+        if all(_is_write_back(use) for use in op.result.uses):
             return
-        if not _static(op.cache, op.update, op.positions):
+        if shape_of(op.positions.type) != (1,) or not _static(op.cache, op.update, op.positions):
             return
         element = element_type(op.cache.type)
         if not is_float(element):
             return
         shape = shape_of(op.cache.type)
         dim = normalize_dim(op.dim.value.data, len(shape))
-        trailing = len(shape) - 1 - dim
         # Ahead of the write: every reader of a cache must precede its update.
-        at, off = self._selectors(op.positions, shape[dim], element, trailing, rewriter, op)
-        selected = _select_row(op, at, off, rewriter, op)
-        for reader in readers:
-            for index, operand in enumerate(reader.operands):
-                if operand is op.result:
-                    reader.operands[index] = selected
-            rewriter.handle_operation_modification(reader)
+        at, off = self._selectors(op, shape[dim], len(shape) - 1 - dim, rewriter)
+        selected = _select_row(op, at, off, rewriter)
+        rewriter.replace_uses_with_if(op.result, selected, lambda use: not _is_write_back(use))
+        selected.name_hint = None  # the name stays with the update, which is written back
 
     def _selectors(
-        self,
-        positions: SSAValue,
-        length: int,
-        element: Attribute,
-        trailing: int,
-        rewriter: PatternRewriter,
-        before: Operation,
+        self, update: npu.CacheUpdateOp, length: int, trailing: int, rewriter: PatternRewriter
     ) -> tuple[SSAValue, SSAValue]:
-        """The selectors of an earlier update at `positions`, if they come before
-        `before`; new ones otherwise."""
-        key = (positions, length, element, trailing)
+        """The selectors of an earlier update at the same positions, if they come
+        before `update`; new ones otherwise."""
+        element = element_type(update.cache.type)
+        key = (update.positions, length, element, trailing)
         known = self.selectors.get(key)
-        if known is not None and _precedes(known[1].owner, before):
+        if known is not None and npu.runs_before(known[1].owner, update):  # type: ignore[arg-type]
             return known
         shape = [length, *[1] * trailing]
-        self.selectors[key] = _row_selectors(positions, shape, element, rewriter, before)
+        self.selectors[key] = _row_selectors(update.positions, shape, element, rewriter, update)
         return self.selectors[key]
-
-
-def _precedes(op: Operation | object, before: Operation) -> bool:
-    block = before.parent_block()
-    if not isinstance(op, Operation) or block is None or op.parent_block() is not block:
-        return False
-    return block.get_operation_index(op) < block.get_operation_index(before)
 
 
 def _insert(rewriter: PatternRewriter, before: Operation, op: Operation) -> SSAValue:
@@ -150,43 +134,31 @@ def _row_selectors(
         rewriter, before, npu.SubOp(operands=[rows, position], result_types=[column])
     )
     distance = _insert(rewriter, before, npu.AbsOp(distance))
-    near = _unary_scalar(npu.NegOp, distance, 1.0, rewriter, before)  # 1 - |rows - pos|
-    at = _insert(rewriter, before, npu.ReluOp(near))
-    off = _unary_scalar(npu.NegOp, at, 1.0, rewriter, before)  # 1 - at
-    return at, off
+    at = _insert(rewriter, before, npu.ReluOp(_one_minus(distance, rewriter, before)))
+    return at, _one_minus(at, rewriter, before)
 
 
-def _unary_scalar(
-    unary: type[npu.UnaryOp],
-    x: SSAValue,
-    plus: float,
-    rewriter: PatternRewriter,
-    before: Operation,
-) -> SSAValue:
-    """unary(x) + plus."""
-    y = _insert(rewriter, before, unary(x))
-    scalar = FloatAttr(plus, element_type(x.type))
-    add = npu.AddOp(operands=[y, []], result_types=[x.type], properties={"scalar": scalar})
-    return _insert(rewriter, before, add)
+def _one_minus(x: SSAValue, rewriter: PatternRewriter, before: Operation) -> SSAValue:
+    negated = _insert(rewriter, before, npu.NegOp(x))
+    one = FloatAttr(1.0, element_type(x.type))
+    return _insert(
+        rewriter,
+        before,
+        npu.AddOp(operands=[negated, []], result_types=[x.type], properties={"scalar": one}),
+    )
 
 
 def _select_row(
-    update: npu.CacheUpdateOp,
-    at: SSAValue,
-    off: SSAValue,
-    rewriter: PatternRewriter,
-    before: Operation,
+    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
 ) -> SSAValue:
-    """cache * off + row * at: the cache as `update` leaves it, computed from its inputs."""
+    """cache * off + row * at, ahead of `update`: the cache as `update` leaves it."""
     cache_type = update.cache.type
-    row_type = TensorType(element_type(cache_type), shape_of(update.cache.type))
-    kept = _insert(
-        rewriter, before, npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
-    )
-    placed = _insert(
-        rewriter, before, npu.MulOp(operands=[update.update, at], result_types=[row_type])
-    )
-    return _insert(rewriter, before, npu.AddOp(operands=[kept, placed], result_types=[cache_type]))
+    kept = npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
+    placed = npu.MulOp(operands=[update.update, at], result_types=[cache_type])
+    kept_value = _insert(rewriter, update, kept)
+    placed_value = _insert(rewriter, update, placed)
+    total = npu.AddOp(operands=[kept_value, placed_value], result_types=[cache_type])
+    return _insert(rewriter, update, total)
 
 
 @dataclass(frozen=True)

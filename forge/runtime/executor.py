@@ -507,36 +507,6 @@ def compile_model(
 
     When `model` is garbage-collected, the executor releases the model memory its
     graphs baked in (`CompiledNPUExecutor.release_weights`)."""
-    executor, report = _compile_model(model, args, kwargs, precision, granularity, profile, cache)
-    release_weights_when_collected(model, executor)
-    return executor, report
-
-
-def release_weights_when_collected(model: torch.nn.Module, executor: CompiledNPUExecutor) -> None:
-    """Once nobody holds `model` but the executor, OpenVINO's packed copy is the one
-    that runs: move the shared one out of memory then (unless FORGE_RELEASE_WEIGHTS=0).
-    The callback holds neither the model nor the executor."""
-    if os.environ.get("FORGE_RELEASE_WEIGHTS", "1") == "0":
-        return
-    ref = weakref.ref(executor)
-
-    def release() -> None:
-        alive = ref()
-        if alive is not None:
-            alive.release_weights()
-
-    weakref.finalize(model, release).atexit = False
-
-
-def _compile_model(
-    model: torch.nn.Module,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any] | None = None,
-    precision: str = "fp32",
-    granularity: str = "segment",
-    profile: str | None = None,
-    cache: bool | CompileCache | None = None,
-) -> tuple[CompiledNPUExecutor, CompileReport]:
     notes: list[str] = []
     if profile is None:
         host = load_host_profile()
@@ -554,8 +524,8 @@ def _compile_model(
             args,
             kwargs,
             options,
-            cold=lambda: _compile_model(model, args, kwargs, precision, granularity, profile),
-            warm=lambda hit: _from_cache(hit, precision, granularity),
+            cold=lambda: compile_model(model, args, kwargs, precision, granularity, profile),
+            warm=lambda hit: _from_cache(model, hit, precision, granularity),
         )
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
@@ -593,7 +563,7 @@ def _compile_model(
         granularity=granularity,
         allocation=report.allocation,
     )
-    return executor, CompileReport(
+    return _release_when_collected(model, executor), CompileReport(
         plan=report,
         export_seconds=captured.export_seconds,
         import_seconds=program.import_seconds,
@@ -617,8 +587,27 @@ def _compile_model(
     )
 
 
+def _release_when_collected(
+    model: torch.nn.Module, executor: CompiledNPUExecutor
+) -> CompiledNPUExecutor:
+    """`executor`, set to release the memory its graphs share with `model` once nobody
+    holds the model: OpenVINO's packed copy is the one that runs then (unless
+    FORGE_RELEASE_WEIGHTS=0). The callback holds neither the model nor the executor."""
+    if os.environ.get("FORGE_RELEASE_WEIGHTS", "1") == "0":
+        return executor
+    ref = weakref.ref(executor)
+
+    def release() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.release_weights()
+
+    weakref.finalize(model, release).atexit = False
+    return executor
+
+
 def _from_cache(
-    hit: CachedProgram, precision: str, granularity: str
+    model: torch.nn.Module, hit: CachedProgram, precision: str, granularity: str
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """The executor of a cache entry: its planned IR, the model's own tensors."""
     function = entry_function(hit.module)
@@ -630,7 +619,7 @@ def _from_cache(
         granularity=granularity,
         allocation=allocate(function),
     )
-    return executor, CompileReport(
+    return _release_when_collected(model, executor), CompileReport(
         plan=None,
         export_seconds=0.0,
         import_seconds=0.0,
