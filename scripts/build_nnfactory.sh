@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=9  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=10  # bump when the patches below change, to force a rebuild
 OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -81,6 +81,16 @@ new = ("        ov::AnyMap config;\n"
        "        }\n"
        "        compiled_model = core.compile_model(model, device, config);")
 assert old in src, "inference.h changed upstream; update the dynamic-quantization patch"
+src = src.replace(old, new)
+# Upstream runs one inference inside compile_model ("First inference"): on GPT-2 that is
+# a whole forward pass (about 0.2 s) counted as compile time, where OpenVINO's own
+# compile_model runs none. The CPU plugin prepares static-shape kernels and packs weights
+# at compile, so the first call pays no more than that pass. NNFACTORY_FIRST_INFERENCE=1
+# restores upstream's warm-up.
+old = "        // First inference\n        infer_request.infer();"
+new = ("        const char* first = std::getenv(\"NNFACTORY_FIRST_INFERENCE\");\n"
+       "        if (first && std::string(first) == \"1\") { infer_request.infer(); }")
+assert old in src, "inference.h changed upstream; update the first-inference patch"
 src = src.replace(old, new)
 open(path, "w").write(src)
 PYEOF
