@@ -95,7 +95,8 @@ class Lowering:
     """A row of the table: what builds an op's NNFactory nodes, and when it can run."""
 
     function: str | LoweringFunction
-    """A function of `forge.conversion.nnfactory_graph`, by name (the built-in rows: this
+    """A function of `forge.conversion.nnfactory_graph` by name, or of another module of
+    `forge.conversion` as "module.function" (the built-in rows: this
     module stays free of torch and NNFactory, which would cost placement seconds of
     start-up), or the function itself (extensions)."""
     capability: Capability = COMPUTE
@@ -114,7 +115,7 @@ LOWERINGS: dict[Key, Lowering] = {
     npu.LinearOp: Lowering("lower_linear"),
     npu.AddmmOp: Lowering("lower_addmm"),
     npu.FusedLinearOp: Lowering("lower_fused_linear"),
-    npu.SDPAOp: Lowering("lower_sdpa", Capability(min_rank=3, check=_static_mask)),
+    npu.SDPAOp: Lowering("attention.lower_sdpa", Capability(min_rank=3, check=_static_mask)),
     # normalization and reductions (reduce_mean / power / eltwise in NNFactory)
     npu.SoftmaxOp: Lowering("lower_softmax"),
     npu.LayerNormOp: Lowering("lower_layer_norm"),

@@ -6,9 +6,9 @@ per segment pays them once and lets the compiler fuse across ops. Values read fr
 outside the segment (activations and weights alike) become graph parameters, bound
 per call in first-use order; values used after the segment become graph results.
 
-Ops NNFactory has a node for lower natively (matmul, softmax, gather, SDPA, the
+Ops NNFactory has a node for lower natively (matmul, softmax, gather, the
 activations, reductions, reshape/transpose/slice/concat); the rest are composed from
-them (layer/RMS norm, subtraction, rsqrt, maximum/minimum, expand, GQA attention).
+them (attention, layer/RMS norm, subtraction, rsqrt, maximum/minimum, expand).
 Anything else raises `NoNpuLowering`, so the caller can run the op on the CPU.
 
 Compiled graphs are cached by the segment's structure (ops, properties, wiring),
@@ -44,7 +44,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from forge.conversion import weight_spill
-from forge.conversion.capabilities import LoweringFunction, lowering_of
+from forge.conversion.capabilities import Lowering, LoweringFunction, lowering_of
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.nnfactory_backend import PACKAGE, load_backend
 from forge.diagnostics import ForgeError
@@ -905,67 +905,6 @@ def lower_fused_linear(b: GraphBuilder, op: npu.FusedLinearOp) -> Node:
     return getattr(b.factory, activation)(y) if activation is not None else y
 
 
-def lower_sdpa(b: GraphBuilder, op: npu.SDPAOp) -> Node:
-    """OpenVINO's ScaledDotProductAttention when the heads match; composed otherwise.
-
-    NNFactory exposes SDPA without its scale input, so a custom scale is folded into
-    the query. It cannot pair query heads with fewer key/value heads (GQA), so that
-    case is composed from MatMul/Softmax with the heads split into groups.
-    """
-    b.require_float(op)
-    q, k = _shape(op.query), _shape(op.key)
-    head_size = q[-1]
-    default_scale = 1.0 / math.sqrt(head_size)
-    scale = op.scale.value.data if op.scale is not None else default_scale
-    causal = op.is_causal is not None
-    if len(q) >= 3 and q[-3] != k[-3]:
-        return _composed_attention(b, op, scale, causal)
-    if op.mask is not None and causal:  # OpenVINO ignores the mask then; ATen adds both
-        return _composed_attention(b, op, scale, causal)
-    query = b.node(op.query)
-    if not math.isclose(scale, default_scale, rel_tol=1e-12):
-        query = b.factory.eltwise_mul(query, b.constant(scale / default_scale))
-    mask = b.node(op.mask) if op.mask is not None else None
-    return b.factory.scaled_dot_product_attention(
-        query, b.node(op.key), b.node(op.value), mask, causal
-    )
-
-
-def _composed_attention(b: GraphBuilder, op: npu.SDPAOp, scale: float, causal: bool) -> Node:
-    """softmax(q k^T * scale + mask) v with q's heads grouped over k/v's (GQA):
-    q [.., Hk*G, L, E] -> [.., Hk, G, L, E] against k [.., Hk, 1, S, E], so query head
-    h uses key/value head h // G, as `enable_gqa` does."""
-    f = b.factory
-    q, k, v = (_shape(x) for x in (op.query, op.key, op.value))
-    batch = q[:-3]
-    hq, hk = (q[-3], k[-3]) if len(q) >= 3 else (1, 1)
-    groups = hq // hk
-    query, key, value = b.node(op.query), b.node(op.key), b.node(op.value)
-    if groups > 1:
-        query = b.reshape(query, [*batch, hk, groups, *q[-2:]])
-        key = b.reshape(key, [*batch, hk, 1, *k[-2:]])
-        value = b.reshape(value, [*batch, hk, 1, *v[-2:]])
-    scores = f.eltwise_mul(f.matmul(query, key, False, True), b.constant(scale))
-    length, source = q[-2], k[-2]
-    if causal:
-        blocked = np.triu(np.full((length, source), -np.inf, dtype=b.float_dtype), k=1)
-        scores = f.eltwise_add(scores, b.constant(blocked))
-    if op.mask is not None:
-        scores = f.eltwise_add(scores, _grouped_mask(b, op.mask, len(q), hk, groups))
-    out = f.matmul(f.softmax(scores, -1), value, False, False)
-    return b.reshape(out, _shape(op.result)) if groups > 1 else out
-
-
-def _grouped_mask(b: GraphBuilder, mask: SSAValue, rank: int, hk: int, groups: int) -> Node:
-    """The mask reshaped to the grouped score layout [.., Hk, G, L, S]."""
-    node, shape = b.node(mask), _shape(mask)
-    if groups == 1:
-        return node
-    shape = [1] * (rank - len(shape)) + shape
-    heads = [hk, groups] if shape[-3] != 1 else [1, 1]
-    return b.reshape(node, [*shape[:-3], *heads, *shape[-2:]])
-
-
 # ----------------------------------------------------- normalization, reductions
 
 
@@ -1088,12 +1027,25 @@ def lower_split(b: GraphBuilder, op: npu.SplitOp) -> list[Node]:
 
 def _lowering_for(op: Operation) -> LoweringFunction | None:
     """`op`'s lowering from the one table placement also reads (`forge.conversion.
-    capabilities.LOWERINGS`); built-in rows name a function of this module."""
+    capabilities.LOWERINGS`)."""
     lowering = lowering_of(op)
-    if lowering is None:
-        return None
+    return resolve_lowering(lowering) if lowering is not None else None
+
+
+def resolve_lowering(lowering: Lowering) -> LoweringFunction:
+    """A row's function: built-in rows name a function of this module, or of another
+    module of `forge.conversion` as "module.function"."""
     function = lowering.function
-    return globals()[function] if isinstance(function, str) else function
+    if not isinstance(function, str):
+        return function
+    module, _, name = function.rpartition(".")
+    if not module:
+        return globals()[name]
+    return getattr(importlib.import_module(f"forge.conversion.{module}"), name)
+
+
+LOWERING_MODULES = ("forge.conversion.nnfactory_graph", "forge.conversion.attention")
+"""Where the built-in rows' functions live."""
 
 
 __all__ = [

@@ -289,13 +289,21 @@ def unwrap_k_transpose(value: SSAValue, consumed: list[Operation]) -> SSAValue |
 
 
 def _skip_identity_slices(value: SSAValue, chain: list[Operation]) -> SSAValue:
-    """ATen spells `x[:, :, None]` with full slices around the unsqueeze: skip them."""
-    while isinstance(op := value.owner, npu.SliceOp) and op.input.type == op.result.type:
-        if op.step.value.data != 1:
-            break
+    """ATen spells `x[:, :, None]` with full slices around the unsqueeze, and HF's
+    repeat_kv may make the expansion contiguous before its reshape: skip them (each is
+    the identity on values)."""
+    while True:
+        op = value.owner
+        full_slice = (
+            isinstance(op, npu.SliceOp)
+            and op.input.type == op.result.type
+            and op.step.value.data == 1
+        )
+        if not full_slice and not isinstance(op, npu.ContiguousOp):
+            return value
+        assert isinstance(op, npu.SliceOp | npu.ContiguousOp)
         chain.append(op)
         value = op.input
-    return value
 
 
 def unwrap_repeat_kv(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
@@ -474,16 +482,42 @@ class FuseAttention(RewritePattern):
         erase_unused(producers, rewriter)
 
 
+class FoldRepeatKV(RewritePattern):
+    """`npu.sdpa` over repeat_kv'd keys and values -> over the unrepeated ones (GQA).
+
+    Models exported with PyTorch's attention call it on K/V that HF's repeat_kv expanded
+    to the query's head count (a copy of each cache per step in a decode graph); sdpa
+    groups the query heads over fewer key/value heads itself, with the same values
+    (query head h reads key/value head h // n_rep either way)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: npu.SDPAOp, rewriter: PatternRewriter) -> None:
+        consumed: list[Operation] = []
+        k, v = unwrap_kv_pair(op.key, op.value, consumed)
+        if k is op.key:
+            return
+        rewriter.replace(
+            op,
+            npu.SDPAOp(
+                operands=[op.query, k, v, op.mask],
+                result_types=[op.result.type],
+                properties=dict(op.properties),
+            ),
+        )
+        erase_unused(consumed, rewriter)
+
+
 @dataclass(frozen=True)
 class NpuFuseAttentionPass(NpuPatternPass):
     """Fuses each eager attention chain into one `npu.sdpa` (scale, mask, GQA kept).
 
     One rewrite per fused attention; a chain with an extra user, a softmax over
     another dim, a K not transposed on its last two dims, or shapes sdpa can't
-    express is left as it is.
+    express is left as it is. An `npu.sdpa` over repeat_kv'd keys and values reads
+    the unrepeated ones instead (`FoldRepeatKV`).
     """
 
     name = "npu-fuse-attention"
 
     def patterns(self) -> Sequence[RewritePattern]:
-        return (FuseAttention(),)
+        return (FuseAttention(), FoldRepeatKV())

@@ -9,13 +9,17 @@
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=mixed}" | filecheck %s --check-prefix=MIXED
 // RUN: forge-opt %s -p forge-pipeline -t "python{weights=parameters}" | filecheck %s --check-prefix=PARAMS
 
-// The GPT-2 attention sample: the split is three StridedSlices, the attention one SDPA
-// node, and the CPU computes the mask first.
+// The GPT-2 attention sample: the split is three StridedSlices, the attention MatMul,
+// Softmax, MatMul with the keys read transposed in place (conversion/attention.py),
+// and the CPU computes the mask first.
 // RUN: forge-opt %samples/gpt2_attention.mlir -p forge-pipeline -t python | filecheck %s --check-prefix=ATTN
 // ATTN:      const_0 = torch.tensor(0.0, dtype=torch.float32)
 // ATTN:      # %q, %k, %v = npu.split @ line 9
 // ATTN:      t9 = strided_slice(f, t5, t6, t7, t8, [0, 0, 0], [0, 0, 0])
-// ATTN:      t24 = f.scaled_dot_product_attention(t19, t21, t23, p1, False)
+// ATTN:      # %ctx = npu.sdpa
+// ATTN-NEXT: t24 = f.matmul(t19, t21, False, True)
+// ATTN:      t28 = f.softmax(t27, -1)
+// ATTN-NEXT: t29 = f.matmul(t28, t23, False, False)
 // ATTN:      # %ctx_c = npu.contiguous @ line 25: no node of its own
 // ATTN-LABEL: def run(hidden, c_attn_weight, c_attn_bias, mask):
 // ATTN-NEXT:   # cpu: %attn_zero = npu.constant

@@ -288,3 +288,73 @@ func.func @narrowing_cast(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v
   %o = npu.matmul %c, %v : (tensor<1x2x8x8xf16>, tensor<1x2x8x16xf16>) -> tensor<1x2x8x16xf16>
   func.return %o : tensor<1x2x8x16xf16>
 }
+
+// -----
+
+// Positive: PyTorch's attention over repeat_kv'd keys and values (unsqueeze, expand,
+// contiguous, view, as HF's sdpa path exports Llama) reads the unrepeated ones: sdpa
+// groups 4 query heads over 2 key/value heads itself, and the copies are gone.
+// CHECK-LABEL: func.func @sdpa_repeat_kv
+// CHECK-NEXT:    %a = npu.sdpa %q, %k, %v, %mask {scale = 5.000000e-01 : f64} : (tensor<1x4x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x1x1x8xf32>) -> tensor<1x4x1x4xf32>
+// CHECK-NEXT:    func.return %a
+func.func @sdpa_repeat_kv(%q: tensor<1x4x1x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>, %mask: tensor<1x1x1x8xf32>) -> tensor<1x4x1x4xf32> {
+  %ku = npu.unsqueeze %k {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %ke = npu.expand %ku : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %kc = npu.contiguous %ke : tensor<1x2x2x8x4xf32>
+  %kr = npu.view %kc : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %vu = npu.unsqueeze %v {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %ve = npu.expand %vu : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %vc = npu.contiguous %ve : tensor<1x2x2x8x4xf32>
+  %vr = npu.view %vc : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %a = npu.sdpa %q, %kr, %vr, %mask {scale = 5.000000e-01 : f64} : (tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x1x1x8xf32>) -> tensor<1x4x1x4xf32>
+  func.return %a : tensor<1x4x1x4xf32>
+}
+
+// -----
+
+// Positive: a repeated key that something else reads too stays for that reader; the
+// attention still reads the unrepeated one.
+// CHECK-LABEL: func.func @sdpa_repeat_kv_shared
+// CHECK:         %kr = npu.view
+// CHECK:         %a = npu.sdpa %q, %k, %v : (tensor<1x4x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+// CHECK-NEXT:    func.return %a, %kr
+func.func @sdpa_repeat_kv_shared(%q: tensor<1x4x1x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> (tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>) {
+  %ku = npu.unsqueeze %k {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %ke = npu.expand %ku : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %kr = npu.view %ke : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %vu = npu.unsqueeze %v {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %ve = npu.expand %vu : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %vr = npu.view %ve : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %a = npu.sdpa %q, %kr, %vr : (tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>) -> tensor<1x4x1x4xf32>
+  func.return %a, %kr : tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>
+}
+
+// -----
+
+// Negative: only the keys are repeated; sdpa needs as many key as value heads.
+// CHECK-LABEL: func.func @sdpa_repeat_keys_only
+// CHECK:         npu.expand
+// CHECK:         npu.sdpa %q, %kr, %v
+func.func @sdpa_repeat_keys_only(%q: tensor<1x4x1x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x4x8x4xf32>) -> tensor<1x4x1x4xf32> {
+  %ku = npu.unsqueeze %k {dim = 2 : i64} : tensor<1x2x8x4xf32> -> tensor<1x2x1x8x4xf32>
+  %ke = npu.expand %ku : tensor<1x2x1x8x4xf32> -> tensor<1x2x2x8x4xf32>
+  %kr = npu.view %ke : tensor<1x2x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  %a = npu.sdpa %q, %kr, %v : (tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>) -> tensor<1x4x1x4xf32>
+  func.return %a : tensor<1x4x1x4xf32>
+}
+
+// -----
+
+// Negative: a copy along the sequence (expand after the rows) is not repeat_kv.
+// CHECK-LABEL: func.func @sdpa_repeat_rows
+// CHECK:         npu.sdpa %q, %kr, %vr
+func.func @sdpa_repeat_rows(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x1x4xf32> {
+  %ku = npu.unsqueeze %k {dim = 3 : i64} : tensor<1x2x4x4xf32> -> tensor<1x2x4x1x4xf32>
+  %ke = npu.expand %ku : tensor<1x2x4x1x4xf32> -> tensor<1x2x4x2x4xf32>
+  %kr = npu.view %ke : tensor<1x2x4x2x4xf32> -> tensor<1x2x8x4xf32>
+  %vu = npu.unsqueeze %v {dim = 3 : i64} : tensor<1x2x4x4xf32> -> tensor<1x2x4x1x4xf32>
+  %ve = npu.expand %vu : tensor<1x2x4x1x4xf32> -> tensor<1x2x4x2x4xf32>
+  %vr = npu.view %ve : tensor<1x2x4x2x4xf32> -> tensor<1x2x8x4xf32>
+  %a = npu.sdpa %q, %kr, %vr : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x1x4xf32>
+  func.return %a : tensor<1x2x1x4xf32>
+}

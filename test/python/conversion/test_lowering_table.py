@@ -7,6 +7,7 @@ runs inside an NNFactory graph instead of falling back to the CPU.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from collections.abc import Iterator
@@ -41,8 +42,7 @@ CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp, npu.CacheUpdateOp)
 
 
 def _function(lowering: Lowering) -> typing.Callable[..., object]:
-    function = lowering.function
-    return getattr(nnfactory_graph, function) if isinstance(function, str) else function
+    return nnfactory_graph.resolve_lowering(lowering)
 
 
 def _key_id(key: Key) -> str:
@@ -57,7 +57,7 @@ def test_every_row_names_a_lowering_of_its_op(key: Key) -> None:
     lowering = LOWERINGS[key]
     assert isinstance(lowering.capability, Capability)
     function = _function(lowering)
-    assert inspect.isfunction(function) and function.__module__ == nnfactory_graph.__name__
+    assert inspect.isfunction(function) and function.__module__ in nnfactory_graph.LOWERING_MODULES
     accepts = typing.get_type_hints(function)["op"]
     assert isinstance(key, type) and issubclass(key, accepts), (
         f"{key.name}'s row names {function.__name__}, which lowers {accepts.__name__}"
@@ -66,13 +66,12 @@ def test_every_row_names_a_lowering_of_its_op(key: Key) -> None:
 
 def test_every_lowering_has_a_row() -> None:
     functions = {
-        name
-        for name, f in vars(nnfactory_graph).items()
-        if name.startswith("lower_")
-        and inspect.isfunction(f)
-        and f.__module__ == nnfactory_graph.__name__
+        f
+        for module in map(importlib.import_module, nnfactory_graph.LOWERING_MODULES)
+        for name, f in vars(module).items()
+        if name.startswith("lower_") and inspect.isfunction(f) and f.__module__ == module.__name__
     }
-    named = {lowering.function for lowering in LOWERINGS.values()}
+    named = {_function(lowering) for lowering in LOWERINGS.values()}
     assert functions == named
 
 

@@ -118,6 +118,29 @@ def sdpa(hq: int, hk: int, attrs: str = "", mask: str | None = None) -> str:
     return fn(args, out, f"{line}\nfunc.return %0 : {out}")
 
 
+def sdpa_row(hq: int, hk: int, value_select: bool = True, attrs: str = "") -> str:
+    """Attention over keys (and values) given as `cache * keep + row * at`, the form
+    npu-attend-before-write gives a decode step's: the lowering folds the row in
+    (conversion/attention.py). Random `keep`/`at`: the fold holds for any columns."""
+    q, cache, row, column = T(f"2x{hq}x1x8"), T(f"2x{hk}x7x8"), T(f"2x{hk}x1x8"), T("7x1")
+    args = f"%q: {q}, %kc: {cache}, %kr: {row}, %vc: {cache}, %vr: {row}, %keep: {column}"
+    args += f", %at: {column}, %m: {T('1x1x1x7')}"
+    lines = []
+    for x in ("k", "v") if value_select else ("k",):
+        lines += [
+            f"%{x}0 = npu.mul %{x}c, %keep : ({cache}, {column}) -> {cache}",
+            f"%{x}1 = npu.mul %{x}r, %at : ({row}, {column}) -> {cache}",
+            f"%{x} = npu.add %{x}0, %{x}1 : ({cache}, {cache}) -> {cache}",
+        ]
+    value = "%v" if value_select else "%vc"
+    out = q
+    lines.append(
+        f"%0 = npu.sdpa %q, %k, {value}, %m {attrs} : ({q}, {cache}, {cache}, {T('1x1x1x7')})"
+        f" -> {out}"
+    )
+    return fn(args, out, "\n".join(lines) + f"\nfunc.return %0 : {out}")
+
+
 def shape_op(name: str, src: str, dst: str, attrs: str = "") -> str:
     s, d = T(src), T(dst)
     return fn(f"%x: {s}", d, f"%0 = npu.{name} %x {attrs} : {s} -> {d}\nfunc.return %0 : {d}")
@@ -208,6 +231,9 @@ CASES: dict[str, tuple[str, dict]] = {
     "sdpa_gqa": (sdpa(4, 2), {}),
     "sdpa_gqa_scale_mask": (sdpa(6, 2, "{scale = 2.000000e-01 : f64}", "1x1x6x7"), {}),
     "sdpa_gqa_head_mask_causal": (sdpa(4, 2, "{is_causal}", "2x4x6x7"), {}),
+    "sdpa_row": (sdpa_row(4, 4, attrs="{scale = 3.000000e-01 : f64}"), {}),
+    "sdpa_row_gqa": (sdpa_row(6, 2), {}),
+    "sdpa_row_keys_only": (sdpa_row(4, 2, value_select=False), {}),
     # normalization and reductions
     "softmax": (
         fn(f"%x: {X}", X, f"%0 = npu.softmax %x {{dim = 1 : i64}} : {X}\nfunc.return %0 : {X}"),
@@ -617,3 +643,44 @@ def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() ->
         assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"  # except where it is wrong
     finally:
         del os.environ["NNFACTORY_SNIPPETS_MODE"]
+
+
+def _values_by_name(text: str) -> dict[str, SSAValue]:
+    function = entry_function(parse_module(text))
+    values: dict[str, SSAValue] = {}
+    for arg in function.body.block.args:
+        values[arg.name_hint or ""] = arg
+    for op in function.walk():
+        for result in op.results:
+            values[result.name_hint or ""] = result
+    return values
+
+
+def test_row_select_matches_cache_times_column_plus_row_times_column() -> None:
+    """The attention lowering folds a key/value operand into its MatMuls only when it is
+    `cache * column + row * column` over the rows, with every part in the graph."""
+    from types import SimpleNamespace
+
+    from forge.conversion.attention import row_select
+
+    values = _values_by_name(sdpa_row(4, 4))
+    graph = SimpleNamespace(values=dict.fromkeys(values.values()))
+    select = row_select(graph, values["k"])  # type: ignore[arg-type]
+    assert select is not None
+    assert (select.cache, select.keep, select.row, select.at) == tuple(
+        values[name] for name in ("kc", "keep", "kr", "at")
+    )
+    assert row_select(graph, values["q"]) is None  # type: ignore[arg-type]
+    inputs = SimpleNamespace(values={values["k"]: None})  # the select is a graph input
+    assert row_select(inputs, values["k"]) is None  # type: ignore[arg-type]
+
+    cache, full = T("2x4x7x8"), T("7x8")  # a [rows, 8] factor is not a column
+    body = (
+        f"%a = npu.mul %c, %w : ({cache}, {full}) -> {cache}\n"
+        f"%b = npu.mul %c, %w : ({cache}, {full}) -> {cache}\n"
+        f"%s = npu.add %a, %b : ({cache}, {cache}) -> {cache}\n"
+        f"func.return %s : {cache}"
+    )
+    values = _values_by_name(fn(f"%c: {cache}, %w: {full}", cache, body))
+    graph = SimpleNamespace(values=dict.fromkeys(values.values()))
+    assert row_select(graph, values["s"]) is None  # type: ignore[arg-type]
