@@ -34,6 +34,12 @@ def add_parser(sub: Any) -> None:
         "--prompt-capacity", type=int, default=32, help="tokens per prefill (chunk)"
     )
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument(
+        "--dynamic-prefill",
+        action="store_true",
+        help="with --precision int8: quantize the prefill's activations at run time too "
+        "(faster first token; the decode stays weight-only)",
+    )
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
     parser.add_argument("--temperature", type=float, help="sample at this temperature")
     parser.add_argument("--top-k", type=int, help="sample among the K largest logits")
@@ -163,6 +169,7 @@ def run(ns: argparse.Namespace) -> int:
             prompt_capacity=ns.prompt_capacity,
             precision=ns.precision,
             cache=not ns.no_cache,
+            dynamic_prefill=ns.dynamic_prefill,
         )
     for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
         rep = program.report

@@ -66,6 +66,8 @@ class Row:
     """The optimum-cli `--weight-format` of an OpenVINO GenAI row (run in its venv)."""
     precision: str = "fp32"
     """A Forge row's `compile_lm` precision."""
+    dynamic_prefill: bool = False
+    """A Forge row's `compile_lm(dynamic_prefill=...)`."""
 
 
 ROWS: dict[str, Row] = {
@@ -73,6 +75,12 @@ ROWS: dict[str, Row] = {
     for row in (
         Row("forge", "Forge (compile_lm)"),
         Row("forge-int8", "Forge int8 weights", precision="int8"),
+        Row(
+            "forge-int8-dq",
+            "Forge int8, dynamic prefill",
+            precision="int8",
+            dynamic_prefill=True,
+        ),
         Row("eager", "HF eager (dynamic cache)"),
         Row("hf-static", "HF static cache + compile"),
         Row("genai-fp32", "OpenVINO GenAI fp32", genai="fp32"),
@@ -196,6 +204,7 @@ def run_forge(spec: GenerateSpec, row: str = "forge") -> RowResult:
         capacity=spec.capacity,
         prompt_capacity=prompt_capacity,
         precision=ROWS[row].precision,
+        dynamic_prefill=ROWS[row].dynamic_prefill,
     )
     result.ready_seconds = time.perf_counter() - start
     pre, dec = lm.prefill.report, lm.decode.report
@@ -204,7 +213,12 @@ def run_forge(spec: GenerateSpec, row: str = "forge") -> RowResult:
         f"{pre.segments} segment(s); decode {dec.total_seconds:.2f} s, {dec.segments} "
         f"segment(s); cache of {spec.capacity} positions"
     )
-    if ROWS[row].precision == "int8":
+    if ROWS[row].dynamic_prefill:
+        result.detail += (
+            "; int8 weights (symmetric, per channel); prefill activations quantized at run "
+            "time (groups of 32), decode fp32 activations"
+        )
+    elif ROWS[row].precision == "int8":
         result.detail += "; int8 weight-only (symmetric, per channel), fp32 activations"
 
     def call() -> Timed:
@@ -327,6 +341,7 @@ def _worker(argv: Sequence[str]) -> int:
     runners: dict[str, Callable[[GenerateSpec], RowResult]] = {
         "forge": run_forge,
         "forge-int8": lambda spec: run_forge(spec, "forge-int8"),
+        "forge-int8-dq": lambda spec: run_forge(spec, "forge-int8-dq"),
         "eager": run_eager,
         "hf-static": run_hf_static,
     }

@@ -34,7 +34,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel, wants_threads
-from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
+from forge.conversion.nnfactory_graph import (
+    NoNpuLowering,
+    Segment,
+    build_segment,
+    dynamic_quantization,
+)
 from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
@@ -496,8 +501,13 @@ def compile_model(
     granularity: str = "segment",
     profile: str | None = None,
     cache: bool | CompileCache | None = None,
+    dynamic_quantized: bool = False,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
+
+    `dynamic_quantized` (int8 only) also quantizes the activations of the int8 MatMuls
+    at run time (`forge.conversion.nnfactory_graph.dynamic_quantization`): faster where
+    the MatMuls are compute-bound (a prompt), no longer weight-only int8.
 
     `profile` is npu-place-devices' host profile (default: this host's, measured on
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
@@ -508,6 +518,16 @@ def compile_model(
     When `model` is garbage-collected, the executor releases the model memory its
     graphs baked in (`CompiledNPUExecutor.release_weights`)."""
     notes: list[str] = []
+    if dynamic_quantized and precision != "int8":
+        raise ForgeError(
+            f"dynamic quantization quantizes the activations of int8-weight MatMuls: it "
+            f"needs precision 'int8', got '{precision}'"
+        )
+    if dynamic_quantized:
+        notes.append(
+            "activations of the int8 MatMuls quantized to int8 at run time "
+            "(dynamic quantization, groups of 32)"
+        )
     if profile is None:
         host = load_host_profile()
         profile = str(host.path)
@@ -517,6 +537,7 @@ def compile_model(
     if store is not None:
         # The profile's contents, not its path, decide placement: a re-measured profile misses.
         options = {"precision": precision, "granularity": granularity, "profile": profile}
+        options["dynamic_quantized"] = dynamic_quantized
         options["profile_digest"] = hashlib.sha256(Path(profile).read_bytes()).hexdigest()
         return compile_with_cache(
             store,
@@ -524,8 +545,10 @@ def compile_model(
             args,
             kwargs,
             options,
-            cold=lambda: compile_model(model, args, kwargs, precision, granularity, profile),
-            warm=lambda hit: _from_cache(model, hit, precision, granularity),
+            cold=lambda: compile_model(
+                model, args, kwargs, precision, granularity, profile, None, dynamic_quantized
+            ),
+            warm=lambda hit: _from_cache(model, hit, precision, granularity, dynamic_quantized),
         )
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
@@ -556,13 +579,14 @@ def compile_model(
     )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    executor = CompiledNPUExecutor(
-        program.function,
-        program.weights,
-        len(program.input_names),
-        granularity=granularity,
-        allocation=report.allocation,
-    )
+    with dynamic_quantization(dynamic_quantized):
+        executor = CompiledNPUExecutor(
+            program.function,
+            program.weights,
+            len(program.input_names),
+            granularity=granularity,
+            allocation=report.allocation,
+        )
     return _release_when_collected(model, executor), CompileReport(
         plan=report,
         export_seconds=captured.export_seconds,
@@ -607,18 +631,23 @@ def _release_when_collected(
 
 
 def _from_cache(
-    model: torch.nn.Module, hit: CachedProgram, precision: str, granularity: str
+    model: torch.nn.Module,
+    hit: CachedProgram,
+    precision: str,
+    granularity: str,
+    dynamic_quantized: bool = False,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """The executor of a cache entry: its planned IR, the model's own tensors."""
     function = entry_function(hit.module)
-    executor = CompiledNPUExecutor(
-        function,
-        hit.weights,
-        hit.num_inputs,
-        precision,
-        granularity=granularity,
-        allocation=allocate(function),
-    )
+    with dynamic_quantization(dynamic_quantized):
+        executor = CompiledNPUExecutor(
+            function,
+            hit.weights,
+            hit.num_inputs,
+            precision,
+            granularity=granularity,
+            allocation=allocate(function),
+        )
     return _release_when_collected(model, executor), CompileReport(
         plan=None,
         export_seconds=0.0,

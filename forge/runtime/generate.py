@@ -286,9 +286,16 @@ def _program(
     precision: str,
     granularity: str,
     cache: bool | CompileCache | None = None,
+    dynamic_quantized: bool = False,
 ) -> Program:
     executor, report = compile_model(
-        wrapper, (), kwargs, precision=precision, granularity=granularity, cache=cache
+        wrapper,
+        (),
+        kwargs,
+        precision=precision,
+        granularity=granularity,
+        cache=cache,
+        dynamic_quantized=dynamic_quantized,
     )
     names = list(report.input_names)
     unexpected = [n for n in names if n not in ("input_ids", "cache_position", "logits_at")]
@@ -306,12 +313,22 @@ def compile_lm(
     precision: str = "fp32",
     granularity: str = "segment",
     cache: bool | CompileCache | None = None,
+    dynamic_prefill: bool = False,
 ) -> CompiledLM:
     """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
     around one static cache of `capacity` positions (`cache`: the compile cache, one
-    entry per program; off by default)."""
+    entry per program; off by default).
+
+    `dynamic_prefill` (int8 only) quantizes the prefill's activations at run time too
+    (`compile_model`'s `dynamic_quantized`): a prompt's MatMuls are compute-bound, so
+    the time to the first token halves; the decode step's are bound by reading the
+    weights, and it stays weight-only int8, which is also faster there."""
+    if dynamic_prefill and precision != "int8":
+        raise ForgeError(f"dynamic_prefill needs precision 'int8', got '{precision}'")
     programs = capture_programs(model, capacity, prompt_capacity)
     wrapper = programs.wrapper
-    prefill = _program(wrapper, programs.prefill_kwargs, precision, granularity, cache)
+    prefill = _program(
+        wrapper, programs.prefill_kwargs, precision, granularity, cache, dynamic_prefill
+    )
     decode = _program(wrapper, programs.decode_kwargs, precision, granularity, cache)
     return CompiledLM(wrapper, prefill, decode, capacity, prompt_capacity, precision)

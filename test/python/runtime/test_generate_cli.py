@@ -36,6 +36,15 @@ def test_generate_greedy_check(capsys: pytest.CaptureFixture[str]) -> None:
         assert text in out, text
 
 
+def test_generate_int8_dynamic_prefill(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["generate", "llama-3.2-1b", *SMALL, "--prompt-ids", "1,2,3", "--no-cache"]
+    assert main([*argv, "--precision", "int8", "--dynamic-prefill"]) == 0
+    out = capsys.readouterr().out
+    assert "time to first token:" in out
+    tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
+    assert len(tokens.split()) == 1 + 4
+
+
 def test_generate_sampling(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["generate", "llama-3.2-1b", *SMALL, "--prompt-ids", "1,2,3", "--check"]
     assert main([*argv, "--temperature", "0.8", "--top-k", "5", "--seed", "2"]) == 0
@@ -57,6 +66,8 @@ def test_generate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "does not fit the cache of 32 positions" in err
     err = _error(["generate", "gpt2", *SMALL, "--top-k", "3"], capsys)
     assert "top_k needs a temperature" in err
+    err = _error(["generate", "gpt2", *SMALL, "--dynamic-prefill"], capsys)
+    assert "dynamic_prefill needs precision 'int8', got 'fp32'" in err
     factory = tmp_path / "linear.py"
     factory.write_text(
         "import torch\n\n\ndef make():\n    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)\n"

@@ -116,3 +116,30 @@ def test_mixed_with_every_linear_at_fp16_is_between() -> None:
     assert any(s.storage == "fp16" for seg in executor.segments for s in seg.graph_inputs)
     _, int8 = run_tiny("gpt2", "int8")
     assert 0.0 < fp16.max_abs < int8.max_abs
+
+
+def test_dynamic_quantization_compiles_its_own_graphs_and_stays_close() -> None:
+    """Graphs built under `dynamic_quantization(True)` are compiled apart from the
+    weight-only ones (the setting is part of the graph cache's key), and the int8 model
+    with its activations quantized at run time stays close to eager."""
+    from forge.conversion import nnfactory_graph
+    from forge.conversion.nnfactory_graph import dynamic_quantization
+
+    run_tiny("gpt2", "int8")  # the weight-only graphs are in the cache now
+    before = nnfactory_graph.STATS.compiles
+    with dynamic_quantization(True):
+        _, result = run_tiny("gpt2", "int8")
+    assert nnfactory_graph.STATS.compiles > before
+    assert result.kl < 1e-2 and result.top1 >= 0.9
+
+
+def test_dynamic_quantization_needs_int8_weights() -> None:
+    from forge.runtime.executor import compile_model
+    from forge.runtime.generate import compile_lm
+
+    tiny = load_tiny("gpt2")
+    with pytest.raises(Exception, match="needs precision 'int8', got 'fp32'") as error:
+        compile_model(tiny.model, tiny.args, tiny.kwargs, "fp32", dynamic_quantized=True)
+    assert "\n" not in str(error.value)
+    with pytest.raises(Exception, match="dynamic_prefill needs precision 'int8'"):
+        compile_lm(tiny.model, capacity=16, prompt_capacity=4, dynamic_prefill=True)
