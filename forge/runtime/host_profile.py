@@ -59,7 +59,7 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "2"
+SUITE = "3"
 """The suite's own version: changing what it measures invalidates every cached profile."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
@@ -73,6 +73,9 @@ LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
 )
 """(rows, in, out, label): decode (1 row) and prefill (128 rows) linears of GPT-2- and
 Llama-sized models; a label with `head` is a vocabulary head (one transition)."""
+
+SWITCH_BUCKET = "128x2048x2048"
+"""The linear bucket `switch_penalties` is measured on."""
 
 ROUND_SECONDS = 3.0
 """How long the timed rounds run once every graph is compiled (about 1.5 s on 2 cores):
@@ -148,12 +151,14 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 
 
 def _rounds(pairs: dict[str, Pair]) -> dict[str, tuple[float, float]]:
-    """The fastest ms of each side of each pair, over rounds that run every pair once,
-    side by side. Both sides of a pair see the same machine, and rounds spread each
-    pair's samples over the whole suite, so a burst of load from other processes
-    cannot spoil every sample of one pair; the minimum is the figure least disturbed
-    by them (a parallel GEMM waits for its slowest thread: one busy core can double a
-    run)."""
+    """The fastest ms of each side of each pair, over rounds that run every pair once.
+    Within a round every first side runs, then every second side, each block after an
+    untimed call of its first function: an op in an NNFactory graph follows graph work
+    and a CPU kernel follows CPU work, as they run in a plan (what switching devices
+    costs is `switch_penalties`' to measure). Rounds spread each pair's samples over
+    the whole suite, so a burst of load from other processes cannot spoil every
+    sample of one pair; the minimum is the figure least disturbed by them (a parallel
+    GEMM waits for its slowest thread: one busy core can double a run)."""
     for first, second in pairs.values():
         first()
         second()  # warm-up: page in weights and results, let OpenVINO pick its kernels
@@ -161,13 +166,36 @@ def _rounds(pairs: dict[str, Pair]) -> dict[str, tuple[float, float]]:
     deadline = time.perf_counter() + ROUND_SECONDS
     rounds = 0
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() < deadline):
-        for name, pair in pairs.items():
-            for side, fn in enumerate(pair):
+        for side in (0, 1):
+            next(iter(pairs.values()))[side]()  # the block's device is the one running
+            for name, pair in pairs.items():
                 start = time.perf_counter()
-                fn()
+                pair[side]()
                 best[name][side] = min(best[name][side], (time.perf_counter() - start) * 1e3)
         rounds += 1
     return {name: (a, b) for name, (a, b) in best.items()}
+
+
+def switch_penalties(npu: Callable[[], Any], cpu: Callable[[], Any]) -> tuple[float, float]:
+    """(ms an NNFactory graph loses right after a CPU kernel, ms a CPU kernel loses
+    right after a graph), against each after its own kind: torch's OpenMP workers spin
+    after a parallel kernel and OpenVINO's TBB workers after a graph, each holding the
+    cores the other device's threads now need. On a 2-core AMD EPYC a 128x2048x2048
+    linear in a graph took 9.8 ms after the CPU kernel against 5.5 ms after a graph:
+    a cost of moving an op to the CPU that a split of one graph in two does not show."""
+    best = {key: float("inf") for key in ("npu_npu", "cpu_npu", "cpu_cpu", "npu_cpu")}
+    runs = {"npu": npu, "cpu": cpu}
+    for _ in range(MIN_ROUNDS * 2):
+        for key in best:
+            before, timed = key.split("_")
+            runs[before]()
+            start = time.perf_counter()
+            runs[timed]()
+            best[key] = min(best[key], (time.perf_counter() - start) * 1e3)
+    return (
+        max(best["cpu_npu"] - best["npu_npu"], 0.0),
+        max(best["npu_cpu"] - best["cpu_cpu"], 0.0),
+    )
 
 
 @dataclass
@@ -337,7 +365,9 @@ def build_profile() -> dict[str, Any]:
     start = time.perf_counter()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     with torch.no_grad():
-        pairs: dict[str, Pair] = {"dispatch": dispatch_pair()}
+        # A linear first: `_rounds` opens each block with its first pair's side. Pairs
+        # whose sides both run graphs (dispatch, transition, threads) go last.
+        pairs: dict[str, Pair] = {}
         for rows, in_features, out_features, _label in LINEAR_BUCKETS:
             pairs[f"linear {rows}x{in_features}x{out_features}"] = linear_pair(
                 rows, in_features, out_features
@@ -349,11 +379,14 @@ def build_profile() -> dict[str, Any]:
             ("elementwise", _elementwise),
         ):
             shapes[kind], pairs[kind] = make()
+        pairs["dispatch"] = dispatch_pair()
         pairs["transition"] = transition_pair()
         # OpenVINO's Python API is the optional bench extra; NNFactory does not need it.
         if importlib.util.find_spec("openvino") is not None:
             pairs["threads"] = threads_pair()
         times = _rounds(pairs)
+        # At the largest prefill bucket (Llama's hidden size), where it costs the most.
+        switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
     linears = []
     for rows, in_features, out_features, label in LINEAR_BUCKETS:
@@ -398,12 +431,16 @@ def build_profile() -> dict[str, Any]:
         "key": host_key(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "dispatch_ms": round(dispatch, 4),
-        # A split adds a graph call at least: noise cannot make it cheaper than one.
-        "transition_ms": round(max(split_ms - whole_ms, dispatch) / 2, 4),
+        # A split adds a graph call at least: noise cannot make it cheaper than one. An
+        # op moved to the CPU also switches devices twice (one penalty each way).
+        "transition_ms": round(max(split_ms - whole_ms, dispatch) / 2 + sum(switch) / 2, 4),
         "transition_measured": {
             "graph": "linear 128x768x768 -> linear 128x768x768",
             "one_segment_ms": round(whole_ms, 4),
             "two_segments_ms": round(split_ms, 4),
+            "switch": f"linear {SWITCH_BUCKET}",
+            "graph_after_cpu_ms": round(switch[0], 4),
+            "cpu_after_graph_ms": round(switch[1], 4),
         },
         "linears": linears,
         "ops": ops,
