@@ -13,7 +13,8 @@
 # The `bench` extra (openvino at NNFactory's version, onnxruntime, onnxscript) goes into
 # Forge's venv: the host profile reads OpenVINO's thread setting through its Python API.
 #
-# Usage: scripts/bench.sh [forge bench options]   (e.g. --runs 80 --backends forge,onnxruntime)
+# Usage: scripts/bench.sh [MODEL] [forge bench options]   (default gpt2; e.g. --runs 80
+#        --backends forge,onnxruntime, or llama-3.2-1b --compile-repeats 1)
 #        scripts/bench.sh --setup-only             (just build the bench venv)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,5 +57,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
 fi
 [ "${1:-}" = "--setup-only" ] && exit 0
 
-"$BIN/forge" bench gpt2 --bench-python "$BENCH_VENV/bin/python" --json build/bench.json "$@"
+MODEL=gpt2
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then MODEL=$1; shift; fi  # a model name first
+"$BIN/forge" bench "$MODEL" --bench-python "$BENCH_VENV/bin/python" --json build/bench.json "$@"
 "$BIN/forge" report --bench build/bench.json --bench-only -o build/report
