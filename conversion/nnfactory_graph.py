@@ -539,33 +539,12 @@ def snippets_mode(ops: Sequence[Operation]) -> str:
 
 
 @contextlib.contextmanager
-def _snippets_mode(mode: str) -> Iterator[None]:
-    """The NNFactory build reads NNFACTORY_SNIPPETS_MODE at every compile."""
-    before = os.environ.get("NNFACTORY_SNIPPETS_MODE")
-    os.environ["NNFACTORY_SNIPPETS_MODE"] = mode
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["NNFACTORY_SNIPPETS_MODE"]
-        else:
-            os.environ["NNFACTORY_SNIPPETS_MODE"] = before
-
-
-DYNAMIC_QUANTIZATION_GROUP = 32
-"""Activations per scale when OpenVINO quantizes them at run time (its CPU default)."""
-
-
-@contextlib.contextmanager
-def dynamic_quantization(enabled: bool) -> Iterator[None]:
-    """Graphs compiled inside quantize the activations of their int8-weight MatMuls to
-    int8 at run time, in groups of `DYNAMIC_QUANTIZATION_GROUP` (OpenVINO's dynamic
-    quantization: int8 x int8 products, about twice as fast as weight-only int8 for a
-    prompt here, and further from the fp32 logits). NNFactory's build reads
-    NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE at every compile; off (0) by default."""
-    name = "NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE"
+def _nnfactory_env(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` while graphs compile: NNFactory's build reads its settings
+    (NNFACTORY_SNIPPETS_MODE, NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE) at every
+    compile."""
     before = os.environ.get(name)
-    os.environ[name] = str(DYNAMIC_QUANTIZATION_GROUP if enabled else 0)
+    os.environ[name] = value
     try:
         yield
     finally:
@@ -573,6 +552,23 @@ def dynamic_quantization(enabled: bool) -> Iterator[None]:
             del os.environ[name]
         else:
             os.environ[name] = before
+
+
+def _snippets_mode(mode: str) -> contextlib.AbstractContextManager[None]:
+    return _nnfactory_env("NNFACTORY_SNIPPETS_MODE", mode)
+
+
+DYNAMIC_QUANTIZATION_GROUP = 32
+"""Activations per scale when OpenVINO quantizes them at run time (its CPU default)."""
+
+
+def dynamic_quantization(enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """Graphs compiled inside quantize the activations of their int8-weight MatMuls to
+    int8 at run time, in groups of `DYNAMIC_QUANTIZATION_GROUP` (OpenVINO's dynamic
+    quantization: int8 x int8 products, about twice as fast as weight-only int8 for a
+    prompt here, and further from the fp32 logits); off (0) by default."""
+    group = DYNAMIC_QUANTIZATION_GROUP if enabled else 0
+    return _nnfactory_env("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", str(group))
 
 
 def _compile(
@@ -1066,10 +1062,6 @@ def resolve_lowering(lowering: Lowering) -> LoweringFunction:
     if not module:
         return globals()[name]
     return getattr(importlib.import_module(f"forge.conversion.{module}"), name)
-
-
-LOWERING_MODULES = ("forge.conversion.nnfactory_graph", "forge.conversion.attention")
-"""Where the built-in rows' functions live."""
 
 
 __all__ = [

@@ -288,22 +288,18 @@ def unwrap_k_transpose(value: SSAValue, consumed: list[Operation]) -> SSAValue |
     return k
 
 
-def _skip_identity_slices(value: SSAValue, chain: list[Operation]) -> SSAValue:
+def _skip_identities(value: SSAValue, chain: list[Operation]) -> SSAValue:
     """ATen spells `x[:, :, None]` with full slices around the unsqueeze, and HF's
     repeat_kv may make the expansion contiguous before its reshape: skip them (each is
     the identity on values)."""
-    while True:
-        op = value.owner
-        full_slice = (
-            isinstance(op, npu.SliceOp)
-            and op.input.type == op.result.type
-            and op.step.value.data == 1
-        )
-        if not full_slice and not isinstance(op, npu.ContiguousOp):
-            return value
-        assert isinstance(op, npu.SliceOp | npu.ContiguousOp)
+    while isinstance(op := value.owner, npu.SliceOp | npu.ContiguousOp):
+        if isinstance(op, npu.SliceOp) and (
+            op.input.type != op.result.type or op.step.value.data != 1
+        ):
+            break
         chain.append(op)
         value = op.input
+    return value
 
 
 def unwrap_repeat_kv(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
@@ -314,17 +310,17 @@ def unwrap_repeat_kv(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None
     if not isinstance(reshape, npu.ReshapeOp | npu.ViewOp):
         return None
     chain.append(reshape)
-    expanded = _skip_identity_slices(reshape.input, chain)
+    expanded = _skip_identities(reshape.input, chain)
     expand = expanded.owner
     if not isinstance(expand, npu.ExpandOp):
         return None
     chain.append(expand)
-    inserted = _skip_identity_slices(expand.input, chain)
+    inserted = _skip_identities(expand.input, chain)
     unsqueeze = inserted.owner
     if not isinstance(unsqueeze, npu.UnsqueezeOp):
         return None
     chain.append(unsqueeze)
-    base = _skip_identity_slices(unsqueeze.input, chain)
+    base = _skip_identities(unsqueeze.input, chain)
 
     x = shape_of(base.type)
     rank = len(x)

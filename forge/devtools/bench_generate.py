@@ -29,6 +29,7 @@ in that venv. A row that cannot run (no venv, a failed export) says why in one l
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -339,9 +340,11 @@ def _worker(argv: Sequence[str]) -> int:
     spec = GenerateSpec(**json.loads(spec_json))
     torch.set_num_threads(spec.threads)
     runners: dict[str, Callable[[GenerateSpec], RowResult]] = {
-        "forge": run_forge,
-        "forge-int8": lambda spec: run_forge(spec, "forge-int8"),
-        "forge-int8-dq": lambda spec: run_forge(spec, "forge-int8-dq"),
+        **{
+            name: functools.partial(run_forge, row=name)
+            for name in ROWS
+            if name.startswith("forge")
+        },
         "eager": run_eager,
         "hf-static": run_hf_static,
     }

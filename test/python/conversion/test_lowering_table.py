@@ -41,6 +41,10 @@ CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp, npu.CacheUpdateOp)
 `npu.generic`, whose ATen opcodes get rows of their own."""
 
 
+LOWERING_MODULES = ("forge.conversion.nnfactory_graph", "forge.conversion.attention")
+"""Where the built-in rows' functions live."""
+
+
 def _function(lowering: Lowering) -> typing.Callable[..., object]:
     return nnfactory_graph.resolve_lowering(lowering)
 
@@ -57,7 +61,7 @@ def test_every_row_names_a_lowering_of_its_op(key: Key) -> None:
     lowering = LOWERINGS[key]
     assert isinstance(lowering.capability, Capability)
     function = _function(lowering)
-    assert inspect.isfunction(function) and function.__module__ in nnfactory_graph.LOWERING_MODULES
+    assert inspect.isfunction(function) and function.__module__ in LOWERING_MODULES
     accepts = typing.get_type_hints(function)["op"]
     assert isinstance(key, type) and issubclass(key, accepts), (
         f"{key.name}'s row names {function.__name__}, which lowers {accepts.__name__}"
@@ -67,7 +71,7 @@ def test_every_row_names_a_lowering_of_its_op(key: Key) -> None:
 def test_every_lowering_has_a_row() -> None:
     functions = {
         f
-        for module in map(importlib.import_module, nnfactory_graph.LOWERING_MODULES)
+        for module in map(importlib.import_module, LOWERING_MODULES)
         for name, f in vars(module).items()
         if name.startswith("lower_") and inspect.isfunction(f) and f.__module__ == module.__name__
     }
