@@ -19,6 +19,7 @@ transformer) compile once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import importlib
 import math
@@ -498,6 +499,7 @@ def _cache_key(
         precision,
         os.environ.get("NNFACTORY_SNIPPETS_MODE"),
         os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
+        _ACTIVATIONS_APART.get(),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -569,6 +571,41 @@ def dynamic_quantization(enabled: bool) -> contextlib.AbstractContextManager[Non
     prompt here, and further from the fp32 logits); off (0) by default."""
     group = DYNAMIC_QUANTIZATION_GROUP if enabled else 0
     return _nnfactory_env("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", str(group))
+
+
+ActivationRule = tuple[tuple[int, bool], ...]
+"""(rows, keep apart?) per measured row count (`forge.transforms.host_profile.
+ActivationTiming`); a linear takes the nearest one's answer (log scale), none: fused."""
+
+_ACTIVATIONS_APART: contextvars.ContextVar[ActivationRule] = contextvars.ContextVar(
+    "activations_apart", default=()
+)
+
+
+@contextlib.contextmanager
+def activations_apart(rule: ActivationRule) -> Iterator[None]:
+    """Graphs built inside keep the activation of an fp32 `npu.fused_linear` out of
+    OpenVINO's FullyConnected where `rule` says so for its row count.
+
+    OpenVINO fuses an activation right after a MatMul into its FullyConnected node as
+    a post-op, and a FullyConnected with post-ops cannot take its MLAS kernel: with
+    fp32 weights it runs oneDNN's brgemm instead, which reads the weights of a
+    one-row (decode) product about 20% slower here (AMD EPYC, 2 cores: 12 GPT-2 MLPs
+    8.5 -> 7.0 ms, 3 Llama-3.2-1B MLPs 21.0 -> 18.3 ms) and is as fast for a prompt.
+    Which kernel wins is the host's to say (`forge doctor --profile` measures it)."""
+    token = _ACTIVATIONS_APART.set(tuple(rule))
+    try:
+        yield
+    finally:
+        _ACTIVATIONS_APART.reset(token)
+
+
+def keeps_activation_apart(rule: ActivationRule, rows: int) -> bool:
+    """`rule`'s answer for a product of `rows` rows: the nearest measured row count's."""
+    if not rule:
+        return False
+    nearest = min(rule, key=lambda bucket: abs(math.log(max(rows, 1) / max(bucket[0], 1))))
+    return nearest[1]
 
 
 def _compile(
@@ -686,6 +723,8 @@ class GraphBuilder:
         self.factory = factory
         self.float_dtype = float_dtype
         self.values: dict[SSAValue, Node] = {}
+        self.storages: dict[SSAValue, str] = {}
+        """How each segment input is stored (`GraphInput.storage`)."""
         self.share_weights = share_weights
         self.keepalive: list[np.ndarray] = []
 
@@ -700,6 +739,7 @@ class GraphBuilder:
         """Bind a segment input: one parameter, or a stored weight widened in-graph;
         with `spec.constant`, `tensor`'s data as constants instead of parameters."""
         shape = _shape(value)
+        self.storages[value] = spec.storage
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
             stored = [self.weight(array) for array in spec.arrays(tensor)]
@@ -922,7 +962,27 @@ def lower_fused_linear(b: GraphBuilder, op: npu.FusedLinearOp) -> Node:
     b.require_float(op)
     y = b.linear(op.input, op.weight, op.bias, weight_in_out=op.weight_in_out is not None)
     activation = ACTIVATIONS[op.activation.data]
-    return getattr(b.factory, activation)(y) if activation is not None else y
+    if activation is None:
+        return y
+    if _activation_apart(b, op):
+        y = _fusion_barrier(b, y)
+    return getattr(b.factory, activation)(y)
+
+
+def _activation_apart(b: GraphBuilder, op: npu.FusedLinearOp) -> bool:
+    """Keep the activation out of the FullyConnected (`activations_apart`): only with
+    fp32 weights (MLAS takes no other) in an fp32 graph."""
+    if b.float_dtype is not np.float32 or b.storages.get(op.weight, "float") != "float":
+        return False
+    rows = math.prod(_shape(op.input)[:-1])
+    return keeps_activation_apart(_ACTIVATIONS_APART.get(), rows)
+
+
+def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:
+    """`(y + y) * 0.5`, which is `y` bit for bit (doubling and halving are exact): an
+    Add of a node with itself is no FullyConnected post-op, so OpenVINO keeps the
+    MatMul apart and fuses the halving and the activation into one small Eltwise."""
+    return b.factory.eltwise_mul(b.factory.eltwise_add(y, y), b.constant(0.5))
 
 
 # ----------------------------------------------------- normalization, reductions
@@ -1069,8 +1129,10 @@ __all__ = [
     "CacheStats",
     "NoNpuLowering",
     "Segment",
+    "activations_apart",
     "build_segment",
     "clear_cache",
     "dynamic_quantization",
+    "keeps_activation_apart",
     "segment_boundary",
 ]

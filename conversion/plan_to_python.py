@@ -53,6 +53,7 @@ from forge.conversion.nnfactory_graph import (
     GraphInput,
     NoNpuLowering,
     Segment,
+    activations_apart,
     build_segment,
     segment_boundary,
 )
@@ -69,6 +70,7 @@ from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import PRECISIONS
 from forge.dialects.shapes import DYNAMIC
+from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
 
 RESERVED = {
@@ -691,12 +693,15 @@ def plan_to_python(
     granularity: str = "segment",
     weights: str = "constants",
     num_inputs: int | None = None,
+    profile: str = "",
 ) -> str:
     """The Python program of the plan `CompiledNPUExecutor(module, W, num_inputs,
     precision, granularity, weights_as=weights)` runs.
 
     Arguments from `num_inputs` on are the weights (by default those from the first
-    whose name has a dot on, as the importer names them by state-dict key)."""
+    whose name has a dot on, as the importer names them by state-dict key). With a host
+    `profile` the graphs are built as `compile_model` builds them with it (its rule for
+    linear activations, `activations_apart`); without, in OpenVINO's default form."""
     if precision not in PRECISIONS:
         raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     if granularity not in GRANULARITIES:
@@ -707,6 +712,7 @@ def plan_to_python(
         raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
+    rule = load_profile(profile).activation_rule() if profile else ()
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -752,7 +758,7 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording(trace):
+                with _recording(trace), activations_apart(rule):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:
@@ -889,14 +895,16 @@ def _builder_text(label: str, segment: Segment, trace: SegmentTrace, constants: 
 
 @dataclass(frozen=True)
 class PythonTarget(Target):
-    """`forge-opt -t python` / `-t 'python{granularity=op precision=int8 weights=parameters}'`
-    (defaults as the executor's: segment, fp32, constants)."""
+    """`forge-opt -t python` / `-t 'python{granularity=op precision=int8 weights=parameters
+    profile=host.json}'` (defaults as the executor's: segment, fp32, constants, no
+    profile)."""
 
     name = "python"
 
     granularity: str = "segment"
     precision: str = "fp32"
     weights: str = "constants"
+    profile: str = ""
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
@@ -913,7 +921,11 @@ class PythonTarget(Target):
             )
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(plan_to_python(module, self.precision, self.granularity, self.weights))
+        output.write(
+            plan_to_python(
+                module, self.precision, self.granularity, self.weights, profile=self.profile
+            )
+        )
 
 
 __all__ = [

@@ -652,7 +652,9 @@ class ForgeOptMain(xDSLOptMain):
             target = PythonTarget.from_spec(spec) if spec is not None else PythonTarget()
         except ValueError as e:
             raise ForgeError(f"invalid target '{self.args.target}': {one_line(str(e))}") from e
-        return plan_to_python(module, target.precision, target.granularity, target.weights)
+        return plan_to_python(
+            module, target.precision, target.granularity, target.weights, profile=target.profile
+        )
 
     def run(self) -> None:
         if self.args.list_passes:

@@ -77,6 +77,28 @@ class OpTiming:
 
 
 @dataclass(frozen=True)
+class ActivationTiming:
+    """A linear with its activation in one NNFactory graph, fused into OpenVINO's
+    FullyConnected and kept apart (`forge.conversion.nnfactory_graph.activations_apart`),
+    at one row count."""
+
+    rows: int
+    fused_ms: float
+    apart_ms: float
+
+    @property
+    def apart(self) -> bool:
+        """Apart wins by `ACTIVATION_MARGIN` at least (else OpenVINO's default stays)."""
+        return self.apart_ms < self.fused_ms * (1 - ACTIVATION_MARGIN)
+
+
+ACTIVATION_MARGIN = 0.05
+"""How much faster keeping activations apart must measure: the graph differs in one
+kernel, so noise matters less than for a device move (`MARGIN`), but a tie keeps the
+fused form OpenVINO chose."""
+
+
+@dataclass(frozen=True)
 class Estimate:
     """An op's modelled cost on each device and the device that wins."""
 
@@ -126,6 +148,12 @@ class HostProfile:
     settings: Mapping[str, Any] | None = None
     """Measured OpenVINO/torch settings (threads, hint), for `forge doctor`."""
     build_seconds: float = 0.0
+    activations: tuple[ActivationTiming, ...] = ()
+    """Linear + activation fused vs apart, by row count (none measured: fused)."""
+
+    def activation_rule(self) -> tuple[tuple[int, bool], ...]:
+        """(rows, keep apart?) per measured row count, as conversion reads it."""
+        return tuple((a.rows, a.apart) for a in self.activations)
 
     def linear_estimate(
         self, rows: int, in_features: int, out_features: int, hops: int
@@ -222,6 +250,12 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         for o in _list(data, "ops", where)
     )
     settings = data.get("settings")
+    activations = tuple(
+        ActivationTiming(
+            _count(a, "rows", where), _number(a, "fused_ms", where), _number(a, "apart_ms", where)
+        )
+        for a in _list(data, "activations", where)
+    )
     return HostProfile(
         dict(key),
         _number(data, "transition_ms", where),
@@ -230,6 +264,7 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         ops,
         settings if isinstance(settings, dict) else None,
         float(data.get("build_seconds", 0.0) or 0.0),
+        activations,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import math
 import os
 import time
 import weakref
@@ -35,10 +36,13 @@ from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel, wants_threads
 from forge.conversion.nnfactory_graph import (
+    ActivationRule,
     NoNpuLowering,
     Segment,
+    activations_apart,
     build_segment,
     dynamic_quantization,
+    keeps_activation_apart,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -53,6 +57,7 @@ from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import PRECISIONS
+from forge.dialects.shapes import shape_of
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
@@ -67,6 +72,7 @@ from forge.runtime.host_profile import load_host_profile
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.threads import graph_threads
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.host_profile import HostProfile, load_profile
 from forge.transforms.npu_linear_scan import AllocationReport, allocate
 from forge.transforms.npu_liveness import is_view
 from forge.transforms.npu_schedule_affinity import check_schedule
@@ -548,7 +554,9 @@ def compile_model(
             cold=lambda: compile_model(
                 model, args, kwargs, precision, granularity, profile, None, dynamic_quantized
             ),
-            warm=lambda hit: _from_cache(model, hit, precision, granularity, dynamic_quantized),
+            warm=lambda hit: _from_cache(
+                model, hit, precision, granularity, dynamic_quantized, profile
+            ),
         )
 
     captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
@@ -579,7 +587,9 @@ def compile_model(
     )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    with dynamic_quantization(dynamic_quantized):
+    rule, note = _activation_rule(program.function, load_profile(profile), precision)
+    notes += [note] if note else []
+    with dynamic_quantization(dynamic_quantized), activations_apart(rule):
         executor = CompiledNPUExecutor(
             program.function,
             program.weights,
@@ -611,6 +621,40 @@ def compile_model(
     )
 
 
+def _activation_rule(
+    function: func.FuncOp, profile: HostProfile, precision: str
+) -> tuple[ActivationRule, str]:
+    """The host profile's rule for linear activations (`activations_apart`), and, for
+    an fp32 program, a note naming the linears it keeps apart with the times behind it."""
+    rule = profile.activation_rule()
+    if precision != "fp32":
+        return rule, ""
+    apart = [
+        op
+        for op in function.walk()
+        if isinstance(op, npu.FusedLinearOp)
+        and op.activation.data != "none"
+        and (op.device is None or op.device.data != "cpu")
+        and keeps_activation_apart(rule, _rows(op.input))
+    ]
+    if not apart:
+        return rule, ""
+    rows = sorted({_rows(op.input) for op in apart})
+    measured = ", ".join(
+        f"{a.rows} row(s) fused {a.fused_ms:.3g} ms vs apart {a.apart_ms:.3g} ms"
+        for a in profile.activations
+    )
+    return rule, (
+        f"{len(apart)} linear activation(s) at {', '.join(map(str, rows))} row(s) kept out "
+        f"of OpenVINO's FullyConnected, so that it can take its MLAS kernel (host profile: "
+        f"{measured})"
+    )
+
+
+def _rows(value: SSAValue) -> int:
+    return math.prod(max(n, 1) for n in shape_of(value.type)[:-1])
+
+
 def _release_when_collected(
     model: torch.nn.Module, executor: CompiledNPUExecutor
 ) -> CompiledNPUExecutor:
@@ -636,10 +680,13 @@ def _from_cache(
     precision: str,
     granularity: str,
     dynamic_quantized: bool = False,
+    profile: str | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
-    """The executor of a cache entry: its planned IR, the model's own tensors."""
+    """The executor of a cache entry: its planned IR, the model's own tensors (the
+    entry's key holds the profile's digest: the same rule as when it was stored)."""
     function = entry_function(hit.module)
-    with dynamic_quantization(dynamic_quantized):
+    rule = load_profile(profile).activation_rule() if profile else ()
+    with dynamic_quantization(dynamic_quantized), activations_apart(rule):
         executor = CompiledNPUExecutor(
             function,
             hit.weights,

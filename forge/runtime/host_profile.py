@@ -1,6 +1,6 @@
 """Measure this host once, cache it, and let placement read the measurements.
 
-A short microbenchmark suite (about 5 s on 2 cores) times, on the machine Forge runs
+A short microbenchmark suite (about 6 s on 2 cores) times, on the machine Forge runs
 on, what placement used to decide by rule: each op in an NNFactory graph against the
 executor's CPU kernel for it (linears by shape bucket, a vocabulary head among them,
 attention, a layer norm, an elementwise run), the cost of one NPU<->CPU transition
@@ -41,7 +41,7 @@ from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.nnfactory_backend import PACKAGE
-from forge.conversion.nnfactory_graph import build_segment
+from forge.conversion.nnfactory_graph import activations_apart, build_segment
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
@@ -59,7 +59,7 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "3"
+SUITE = "4"
 """The suite's own version: changing what it measures invalidates every cached profile."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
@@ -73,6 +73,13 @@ LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
 )
 """(rows, in, out, label): decode (1 row) and prefill (128 rows) linears of GPT-2- and
 Llama-sized models; a label with `head` is a vocabulary head (one transition)."""
+
+ACTIVATION_BUCKETS: tuple[tuple[int, int], ...] = ((1, 4), (128, 1))
+"""(rows, MLP layers) at which a linear's activation is timed fused into OpenVINO's
+FullyConnected and kept apart: a decode step's product reads its weights (four GPT-2
+MLPs, 75 MB, more than a cache holds), a prompt's computes (one is enough)."""
+
+ACTIVATION_ROUND_SECONDS = 1.0
 
 SWITCH_BUCKET = "128x2048x2048"
 """The linear bucket `switch_penalties` is measured on."""
@@ -150,7 +157,9 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 # ---------------------------------------------------------------- measurement
 
 
-def _rounds(pairs: dict[str, Pair]) -> dict[str, tuple[float, float]]:
+def _rounds(
+    pairs: dict[str, Pair], seconds: float = ROUND_SECONDS
+) -> dict[str, tuple[float, float]]:
     """The fastest ms of each side of each pair, over rounds that run every pair once.
     Within a round every first side runs, then every second side, each block after an
     untimed call of its first function: an op in an NNFactory graph follows graph work
@@ -163,7 +172,7 @@ def _rounds(pairs: dict[str, Pair]) -> dict[str, tuple[float, float]]:
         first()
         second()  # warm-up: page in weights and results, let OpenVINO pick its kernels
     best = {name: [float("inf"), float("inf")] for name in pairs}
-    deadline = time.perf_counter() + ROUND_SECONDS
+    deadline = time.perf_counter() + seconds
     rounds = 0
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() < deadline):
         for side in (0, 1):
@@ -248,6 +257,34 @@ def linear_pair(rows: int, in_features: int, out_features: int) -> Pair:
     kernel = packed_linear_kernel(op, weight)
     tensor = graph.inputs[0]
     return graph.segment(), lambda: kernel(tensor, weight)
+
+
+def activation_pair(rows: int, layers: int) -> Pair:
+    """GPT-2-sized MLPs (768 -> 3072 with GELU, 3072 -> 768), `rows` rows, as one
+    NNFactory graph twice: the activations fused into OpenVINO's FullyConnected (its
+    default) and kept apart (`activations_apart`)."""
+    x, h = _t((rows, 768)), _t((rows, 3072))
+    w1, w2 = _t((3072, 768)), _t((768, 3072))
+    params = ", ".join(f"%a{i}: {w1}, %b{i}: {w2}" for i in range(layers))
+    body = []
+    value = "%x"
+    for i in range(layers):
+        body.append(
+            f'  %u{i} = npu.fused_linear {value}, %a{i} {{activation = "gelu"}} : '
+            f"({x}, {w1}) -> {h}"
+        )
+        body.append(f"  %d{i} = npu.linear %u{i}, %b{i} : ({h}, {w2}) -> {x}")
+        value = f"%d{i}"
+    text = (
+        f"func.func @mlp(%x: {x}, {params}) -> {x} {{\n" + "\n".join(body) + "\n"
+        f"  func.return {value} : {x}\n}}"
+    )
+    shapes = [(rows, 768)] + [(3072, 768), (768, 3072)] * layers
+    graph = _graph(text, shapes, 1)
+    fused = graph.segment()
+    with activations_apart(((rows, True),)):
+        apart = graph.segment()
+    return fused, apart
 
 
 def _cpu_run(graph: _Graph) -> Callable[[], Any]:
@@ -385,6 +422,13 @@ def build_profile() -> dict[str, Any]:
         if importlib.util.find_spec("openvino") is not None:
             pairs["threads"] = threads_pair()
         times = _rounds(pairs)
+        # Graph against graph: in rounds of their own, so that neither side follows
+        # the CPU kernels of the rounds above (see `switch_penalties`).
+        fusion = {
+            f"activation {rows}": activation_pair(rows, layers)
+            for rows, layers in ACTIVATION_BUCKETS
+        }
+        times.update(_rounds(fusion, ACTIVATION_ROUND_SECONDS))
         # At the largest prefill bucket (Llama's hidden size), where it costs the most.
         switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
@@ -413,6 +457,12 @@ def build_profile() -> dict[str, Any]:
                 "npu_ms": round(max(graph_ms - dispatch, 0.0), 4),
                 "cpu_ms": round(cpu_ms, 4),
             }
+        )
+    activations = []
+    for rows, _layers in ACTIVATION_BUCKETS:
+        fused_ms, apart_ms = times[f"activation {rows}"]
+        activations.append(
+            {"rows": rows, "fused_ms": round(fused_ms, 4), "apart_ms": round(apart_ms, 4)}
         )
     whole_ms, split_ms = times["transition"]
     settings: dict[str, Any] = {
@@ -444,6 +494,7 @@ def build_profile() -> dict[str, Any]:
         },
         "linears": linears,
         "ops": ops,
+        "activations": activations,
         "settings": settings,
     }
     data["build_seconds"] = round(time.perf_counter() - start, 3)
@@ -541,6 +592,12 @@ def format_profile(loaded: LoadedProfile) -> str:
         lines.append(
             f"  measured with a load average of {s['load_average']}: other processes were "
             "busy, so times may be high; `forge doctor --profile --rebuild` measures again"
+        )
+    for a in p.activations:
+        lines.append(
+            f"  linear + activation, {a.rows} row(s): fused into OpenVINO's FullyConnected "
+            f"{a.fused_ms:.3f} ms vs apart {a.apart_ms:.3f} ms -> "
+            f"{'apart' if a.apart else 'fused'}"
         )
     lines.append(
         "  placement reads the linear rows (npu-place-devices{profile=...}); the other rows "

@@ -8,6 +8,10 @@
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=int8}" | filecheck %s --check-prefix=INT8
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=mixed}" | filecheck %s --check-prefix=MIXED
 // RUN: forge-opt %s -p forge-pipeline -t "python{weights=parameters}" | filecheck %s --check-prefix=PARAMS
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-apart.json"}' | filecheck %s --check-prefix=APART
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-apart.json" precision=int8}' | filecheck %s --check-prefix=APART-INT8
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-npu.json"}' | filecheck %s --check-prefix=APART-NONE
+// RUN: not forge-opt %s -p forge-pipeline -t 'python{profile="%S/no-such-profile.json"}' 2>&1 | filecheck %s --check-prefix=APART-MISSING
 
 // The GPT-2 attention sample: the split is three StridedSlices, the attention MatMul,
 // Softmax, MatMul with the keys read transposed in place (conversion/attention.py),
@@ -74,6 +78,23 @@
 // CHECK-NEXT:     # npu: seg1: 2 ops, %y = npu.linear @ line [[Y]] .. %s = npu.softmax @ line [[S]]
 // CHECK-NEXT:     (v3,) = seg1(v1, proj_weight)
 // CHECK-NEXT:     return (v3,)
+
+// With a host profile that measured OpenVINO's MLAS kernel faster without the
+// activation fused in (2 rows here), the fp32 linear's result goes through
+// (y + y) * 0.5, bit for bit y, which OpenVINO cannot fuse into its FullyConnected;
+// the halving and the GELU fuse into one Eltwise instead.
+// APART:      # %g = npu.fused_linear
+// APART-NEXT: t2 = f.matmul(p0, t0, False, True)
+// APART-NEXT: t3 = f.eltwise_add(t2, t1)
+// APART-NEXT: t4 = f.eltwise_add(t3, t3)
+// APART-NEXT: t5 = f.constant(np.array(0.5, dtype=np.float32))
+// APART-NEXT: t6 = f.eltwise_mul(t4, t5)
+// APART-NEXT: t7 = f.gelu(t6)
+// Not with int8 weights (no MLAS kernel for them), nor with a profile that measured
+// no difference (none: OpenVINO's fused form).
+// APART-INT8-NOT: np.array(0.5
+// APART-NONE-NOT: np.array(0.5
+// APART-MISSING: forge-opt: error: cannot read host profile {{.*}}no-such-profile.json: No such file or directory
 
 // Granularity op: one segment (one dispatch) per NPU op.
 // OP:         4 steps, 3 NNFactory segment(s) of 3 op(s), 1 CPU callable(s)

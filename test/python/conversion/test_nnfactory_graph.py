@@ -21,7 +21,9 @@ from forge.conversion.nnfactory_graph import (
     STATS,
     NoNpuLowering,
     Segment,
+    activations_apart,
     build_segment,
+    keeps_activation_apart,
     quantize_int8,
     segment_boundary,
 )
@@ -451,6 +453,47 @@ def test_identical_segments_compile_once() -> None:
     fp16 = build_segment(body_ops(entry_function(parse_module(text))), "fp16")
     other_eps = build_segment(body_ops(entry_function(parse_module(text.replace("e-05", "e-06")))))
     assert len({id(s.graph) for s in (first, fp16, other_eps)}) == 3
+
+
+ACTIVATION_MLP = """
+func.func @mlp(%x: tensor<ROWSx32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>)
+    -> tensor<ROWSx64xf32> {
+  %0 = npu.fused_linear %x, %w, %b {activation = "ACT"}
+      : (tensor<ROWSx32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<ROWSx64xf32>
+  func.return %0 : tensor<ROWSx64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "silu", "relu", "sigmoid"])
+@pytest.mark.parametrize("rows", [1, 8])
+def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
+    """(y + y) * 0.5 before the activation changes OpenVINO's kernel, not one bit of the
+    result (doubling and halving are exact), and it is a graph of its own."""
+    text = ACTIVATION_MLP.replace("ROWS", str(rows)).replace("ACT", activation)
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 32, generator=generator) * 4
+    w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
+    fused = build_segment(body_ops(entry_function(parse_module(text))))
+    with activations_apart(((rows, True),)):
+        apart = build_segment(body_ops(entry_function(parse_module(text))))
+    assert apart.graph is not fused.graph
+    (want,) = fused(x, w, b)
+    (got,) = apart(x, w, b)
+    assert torch.equal(got, want)
+
+
+def test_activation_rule_takes_the_nearest_measured_rows() -> None:
+    rule = ((1, True), (128, False))
+    assert [keeps_activation_apart(rule, rows) for rows in (1, 4, 11, 12, 100, 4096)] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert not keeps_activation_apart((), 1)
 
 
 # ------------------------------------------------------------------ end to end

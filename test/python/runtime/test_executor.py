@@ -199,6 +199,38 @@ def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
     assert executor_for(tiny, default).steps[-1].device == "npu"
 
 
+APART_PROFILE = NPU_PROFILE.with_name("host-profile-apart.json")
+
+
+@pytest.mark.parametrize("rows", [2, 128])
+def test_profile_keeps_decode_activations_apart(rows: int) -> None:
+    """A profile that measured MLAS faster with the activation apart at 2 rows (and not
+    at 128): a 2-row MLP's activation is kept apart, with a note, and its outputs are
+    those of the fused graph bit for bit; a 128-row one, and int8, stay fused."""
+    torch.manual_seed(rows)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)
+    ).eval()
+    x = torch.randn(rows, 32) * 3
+    fused, fused_report = compile_model(model, (x,), profile=str(NPU_PROFILE))
+    apart, report = compile_model(model, (x,), profile=str(APART_PROFILE))
+    notes = [n for n in report.notes if "kept out of OpenVINO's FullyConnected" in n]
+    assert notes == (
+        [
+            f"1 linear activation(s) at {rows} row(s) kept out of OpenVINO's "
+            "FullyConnected, so that it can take its MLAS kernel (host profile: "
+            "2 row(s) fused 2 ms vs apart 1 ms, 128 row(s) fused 6 ms vs apart "
+            "6.1 ms)"
+        ]
+        if rows == 2
+        else []
+    )
+    assert not any("FullyConnected" in n for n in fused_report.notes)
+    assert torch.equal(apart(x)[0], fused(x)[0])
+    _, int8 = compile_model(model, (x,), precision="int8", profile=str(APART_PROFILE))
+    assert not any("FullyConnected" in n for n in int8.notes)
+
+
 def test_packed_linear_matches_aten() -> None:
     from forge.conversion.cpu_kernels import PackedLinear, packed_gemm_available
 

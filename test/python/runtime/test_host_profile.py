@@ -21,6 +21,7 @@ from forge.runtime.doctor import profile_summary
 from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_profile
 from forge.transforms.host_profile import (
     FORMAT,
+    ActivationTiming,
     HostProfile,
     LinearTiming,
     ProfileError,
@@ -68,6 +69,32 @@ def test_transition_cost_flips_a_placement() -> None:
         profile = synthetic(cpu_ms=10.0, npu_ms=16.0, transition_ms=transition)
         assert profile.linear_estimate(128, 768, 768, hops=2).device == inner, transition
         assert profile.linear_estimate(128, 768, 768, hops=1).device == head, transition
+
+
+def test_activation_rule_reads_both_outcomes() -> None:
+    """Apart where it measured at least 5% faster; a tie, or slower, keeps OpenVINO's
+    fused form; no measurement (an older profile): fused everywhere."""
+    decode = ActivationTiming(1, fused_ms=3.4, apart_ms=3.0)
+    tie = ActivationTiming(128, fused_ms=7.0, apart_ms=6.8)
+    slower = ActivationTiming(128, fused_ms=7.0, apart_ms=7.5)
+    assert decode.apart and not tie.apart and not slower.apart
+    profile = synthetic(10.0, 13.0, 0.1)
+    assert profile.activation_rule() == ()
+    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, activations=(decode, slower))
+    assert both.activation_rule() == ((1, True), (128, False))
+
+
+def test_activations_are_read_from_the_file(tmp_path: Path) -> None:
+    data = json.loads(NPU_PROFILE.read_text())
+    assert read_profile(NPU_PROFILE).activations == ()
+    data["activations"] = [{"rows": 1, "fused_ms": 2.0, "apart_ms": 1.5}]
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    assert read_profile(path).activation_rule() == ((1, True),)
+    data["activations"] = [{"rows": 0, "fused_ms": 2.0, "apart_ms": 1.5}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileError, match="'rows' must be an integer >= 1"):
+        read_profile(path)
 
 
 IR = """
@@ -231,6 +258,10 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
     assert {o.kind for o in profile.ops} == {"sdpa", "layer_norm", "elementwise"}
     assert profile.transition_ms >= 0 and profile.dispatch_ms > 0
     assert len(real["decisions"]) == len(profile.linears) + len(profile.ops)
+    assert [a.rows for a in profile.activations] == [
+        rows for rows, _ in host_profile.ACTIVATION_BUCKETS
+    ]
+    assert all(a.fused_ms > 0 and a.apart_ms > 0 for a in profile.activations)
     # The thread comparison needs OpenVINO's Python API (the bench extra), not NNFactory.
     if importlib.util.find_spec("openvino") is not None:
         assert real["settings"]["openvino_threads_decision"] in ("all", "1")
