@@ -29,9 +29,24 @@ per step. The update stays (it is what the step writes back; its other readers n
 `%k2`), and the new readers of the cache are placed before it: npu-schedule-affinity
 keeps every reader of a cache ahead of the `npu.cache_update` that writes it.
 
-Preconditions (any one failing leaves the update alone): one position (a decode step;
-several rows would need distinct positions, which the IR cannot show), a float cache,
-static shapes, and a reader besides the write-back.
+A prefill chunk writes P rows at once (positions [P]), and the same holds with a
+[C, P] selector instead of a column: `%at[c, p]` is 1.0 where position p is row c,
+
+    %at   = relu(1 - |%rows - cast(%pos)|) * %last   // [C, P]
+    %off  = 1 - sum(%at, 1)                           // [C, 1]
+    %k2   = npu.add (npu.mul %key_cache, %off), (npu.matmul %at, %k_rows)
+
+where `%last[p]` is 0.0 when a later p' writes the same row (`index_copy` keeps the last
+write: rows a position repeats are written once, by the last), so each row of `%k2` is
+one row of the cache or of the update plus exact zeros, bit for bit the written cache.
+With it the prefill is one graph too, instead of one per layer (every graph call costs
+OpenVINO's start and its boundary copies: about 0.6 ms each for GPT-2's 14 graphs).
+The rows are placed by a MatMul, so the rows must lie along the cache's second-to-last
+dim (the [batch, heads, positions, head_dim] layout of HF caches).
+
+Preconditions (any one failing leaves the update alone): a float cache, static shapes,
+a reader besides the write-back, and for several rows the row dim second to last. All
+values finite (as everywhere in the select: 0.0 * inf is NaN).
 """
 
 from __future__ import annotations
@@ -39,7 +54,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, TensorType
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue, Use
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -73,16 +95,23 @@ class AttendBeforeWrite(RewritePattern):
     def match_and_rewrite(self, op: npu.CacheUpdateOp, rewriter: PatternRewriter) -> None:
         if all(_is_write_back(use) for use in op.result.uses):
             return
-        if shape_of(op.positions.type) != (1,) or not _static(op.cache, op.update, op.positions):
+        if not _static(op.cache, op.update, op.positions):
             return
         element = element_type(op.cache.type)
         if not is_float(element):
             return
         shape = shape_of(op.cache.type)
         dim = normalize_dim(op.dim.value.data, len(shape))
+        count = shape_of(op.positions.type)
+        if len(count) != 1 or (count[0] > 1 and dim != len(shape) - 2):
+            return
         # Ahead of the write: every reader of a cache must precede its update.
         at, off = self._selectors(op, shape[dim], len(shape) - 1 - dim, rewriter)
-        selected = _select_row(op, at, off, rewriter)
+        selected = (
+            _select_row(op, at, off, rewriter)
+            if count[0] == 1
+            else _select_rows(op, at, off, rewriter)
+        )
         rewriter.replace_uses_with_if(op.result, selected, lambda use: not _is_write_back(use))
         selected.name_hint = None  # the name stays with the update, which is written back
 
@@ -97,7 +126,9 @@ class AttendBeforeWrite(RewritePattern):
         if known is not None and npu.runs_before(known[1].owner, update):  # type: ignore[arg-type]
             return known
         shape = [length, *[1] * trailing]
-        self.selectors[key] = _row_selectors(update.positions, shape, element, rewriter, update)
+        rows = shape_of(update.positions.type)[0]
+        make = _row_selectors if rows == 1 else _rows_selectors
+        self.selectors[key] = make(update.positions, shape, element, rewriter, update)
         return self.selectors[key]
 
 
@@ -155,6 +186,89 @@ def _select_row(
     cache_type = update.cache.type
     kept = npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
     placed = npu.MulOp(operands=[update.update, at], result_types=[cache_type])
+    kept_value = _insert(rewriter, update, kept)
+    placed_value = _insert(rewriter, update, placed)
+    total = npu.AddOp(operands=[kept_value, placed_value], result_types=[cache_type])
+    return _insert(rewriter, update, total)
+
+
+def _rows_selectors(
+    positions: SSAValue,
+    shape: list[int],
+    element: Attribute,
+    rewriter: PatternRewriter,
+    before: Operation,
+) -> tuple[SSAValue, SSAValue]:
+    """[C, P] floats, 1.0 where position p writes row c (the last p, if several write
+    it), and [C, 1]: 1.0 at the rows no position writes; float arithmetic on small
+    integers, exact, as `_row_selectors`."""
+    length, count = shape[0], shape_of(positions.type)[0]
+    grid = TensorType(element, [length, count])
+    rows = _insert(
+        rewriter,
+        before,
+        npu.ConstantOp(
+            DenseIntOrFPElementsAttr.from_list(
+                TensorType(element, [length, 1]),
+                [float(r) for r in range(length)],  # type: ignore[arg-type]
+            )
+        ),
+    )
+    position = _insert(
+        rewriter,
+        before,
+        npu.CastOp(operands=[positions], result_types=[TensorType(element, [count])]),
+    )
+    at = _near(rows, position, grid, rewriter, before)
+    # A position p' > p writing the same row as p: p's write is overwritten.
+    column = _insert(
+        rewriter,
+        before,
+        npu.ViewOp(operands=[position], result_types=[TensorType(element, [count, 1])]),
+    )
+    pairs = TensorType(element, [count, count])
+    same = _near(column, position, pairs, rewriter, before)
+    after = DenseIntOrFPElementsAttr.from_list(
+        pairs,
+        [1.0 if j > i else 0.0 for i in range(count) for j in range(count)],  # type: ignore[arg-type]
+    )
+    later = _insert(rewriter, before, npu.ConstantOp(after))
+    overwritten = _insert(rewriter, before, npu.MulOp(operands=[same, later], result_types=[pairs]))
+    overwrites = _insert(rewriter, before, _sum(overwritten, [count], keepdim=False))
+    last = _insert(rewriter, before, npu.ReluOp(_one_minus(overwrites, rewriter, before)))
+    at = _insert(rewriter, before, npu.MulOp(operands=[at, last], result_types=[grid]))
+    written = _insert(rewriter, before, _sum(at, [length, 1], keepdim=True))
+    return at, _one_minus(written, rewriter, before)
+
+
+def _near(
+    a: SSAValue, b: SSAValue, result: TensorType, rewriter: PatternRewriter, before: Operation
+) -> SSAValue:
+    """relu(1 - |a - b|): 1.0 where the (integer-valued) a and b are equal, else 0.0."""
+    distance = _insert(rewriter, before, npu.SubOp(operands=[a, b], result_types=[result]))
+    distance = _insert(rewriter, before, npu.AbsOp(distance))
+    return _insert(rewriter, before, npu.ReluOp(_one_minus(distance, rewriter, before)))
+
+
+def _sum(x: SSAValue, shape: list[int], keepdim: bool) -> npu.SumOp:
+    """`x` summed over its last dim, as `shape`."""
+    properties: dict[str, Attribute] = {"dims": DenseArrayBase.from_list(i64, [-1])}
+    if keepdim:
+        properties["keepdim"] = UnitAttr()
+    return npu.SumOp(
+        operands=[x],
+        result_types=[TensorType(element_type(x.type), shape)],
+        properties=properties,
+    )
+
+
+def _select_rows(
+    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
+) -> SSAValue:
+    """cache * off + at @ rows, ahead of `update`: the cache as `update` leaves it."""
+    cache_type = update.cache.type
+    kept = npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
+    placed = npu.MatmulOp(operands=[at, update.update], result_types=[cache_type])
     kept_value = _insert(rewriter, update, kept)
     placed_value = _insert(rewriter, update, placed)
     total = npu.AddOp(operands=[kept_value, placed_value], result_types=[cache_type])

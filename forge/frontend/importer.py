@@ -8,6 +8,7 @@ import never fails on an unknown ATen op; every fallback is recorded in `notes`.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import re
 from collections import Counter
@@ -586,6 +587,40 @@ def convert_embedding(im: FxImporter, node: Node) -> Operation:
             result_types=[im.result_type(node)],
         )
     )
+
+
+@converts(aten.index.Tensor)
+def convert_index(im: FxImporter, node: Node) -> Operation | None:
+    """`x[:, ..., idx]` with one 1-D index tensor after leading unit dims (transformers'
+    `hidden[:, logits_to_keep]`, a prefill keeping one row): a row gather, i.e. a view
+    to [rows, features], `npu.embedding` and a view back, so that the gather stays in the
+    graph. Anything else stays generic (on the CPU)."""
+    source, indices = node.args[0], node.args[1]
+    x = tuple(source.meta["val"].shape) if is_tensor_node(source) else ()
+    given = [i for i, index in enumerate(indices) if index is not None]
+    if len(given) != 1 or not all(isinstance(d, int) for d in x):
+        return None
+    dim, index = given[0], indices[given[0]]
+    shape = tuple(index.meta["val"].shape) if is_tensor_node(index) else ()
+    if len(shape) != 1 or any(d != 1 for d in x[:dim]) or dim >= len(x):
+        return None
+    if index.meta["val"].dtype not in (torch.int64, torch.int32):
+        return None
+    result = im.result_type(node)
+    element = result.element_type
+    features = math.prod(x[dim + 1 :])
+    table = im.insert(
+        npu.ViewOp.create(
+            operands=[im.value(source)], result_types=[TensorType(element, [x[dim], features])]
+        )
+    ).results[0]
+    rows = im.insert(
+        npu.EmbeddingOp.create(
+            operands=[table, im.value(index)],
+            result_types=[TensorType(element, [shape[0], features])],
+        )
+    ).results[0]
+    return im.insert(npu.ViewOp.create(operands=[rows], result_types=[result]))
 
 
 def _shape_op(

@@ -4,7 +4,8 @@
 // into them in place (`npu.cache_update`, no buffer of its own: it is the caller's
 // cache) and fuses the attention that reads the updated cache into one `npu.sdpa` per
 // layer, in the decode step (1 query row against the 16-row cache) and in the prefill.
-// In the decode step the attention reads the caches before their writes.
+// In both the attention reads the caches before their writes (npu-attend-before-write),
+// so each program is one graph followed by the writes.
 
 // RUN: forge import gpt2 --tiny --program decode --capacity 16 --prompt-capacity 4 -o %t.decode.mlir 2>/dev/null
 // RUN: forge-opt %t.decode.mlir -p forge-pipeline | filecheck %s --check-prefix=DECODE
@@ -34,12 +35,19 @@
 // DECODE: func.return
 
 // PREFILL: func.func @forward(%input_ids: tensor<1x4xi64>, %cache_position: tensor<4xi64>,
-// PREFILL: npu.cache_update %key_cache.0[%{{.*}}] = %{{.*}} : tensor<1x4x16x16xf32>, tensor<4xi64>, tensor<1x4x4x16xf32>
-// PREFILL: npu.sdpa
-// PREFILL: npu.cache_update %key_cache.1
+// The four new rows are placed by a [16, 4] selector MatMul; the row the logits are
+// kept for is gathered in the graph too (npu.embedding over the chunk's hidden states).
+// PREFILL: npu.matmul %{{.*}}, %{{.*}} {device = "npu"{{.*}}} : (tensor<16x4xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x16x16xf32>
+// PREFILL: npu.sdpa %{{.*}} {device = "npu"{{.*}}} : (tensor<1x4x4x16xf32>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>, tensor<1x1x4x16xf32>) -> tensor<1x4x4x16xf32>
 // PREFILL: npu.sdpa
 // PREFILL-NOT: npu.sdpa
 // PREFILL-NOT: aten.index_copy
+// PREFILL: npu.embedding %{{.*}}, %logits_at {device = "npu"
+// PREFILL: npu.cache_update %key_cache.0[%{{.*}}] = %{{.*}} {device = "cpu"{{.*}}} : tensor<1x4x16x16xf32>, tensor<4xi64>, tensor<1x4x4x16xf32>
+// PREFILL-NEXT: npu.cache_update %value_cache.0
+// PREFILL-NEXT: npu.cache_update %key_cache.1
+// PREFILL-NEXT: npu.cache_update %value_cache.1
+// PREFILL: func.return
 
 // An in-place update whose cache something reads after it breaks its contract: a located error.
 // RUN: not forge-opt %S/Inputs/bad-cache-update.mlir 2>&1 | filecheck %s --check-prefix=BAD

@@ -1,7 +1,8 @@
-// npu-attend-before-write: whatever reads a one-row cache update (a decode step's
-// attention, GQA's repeat_kv views) reads the cache as it was before the write, with the
-// new row selected in (cache * off + row * at, where at/off are 1.0/0.0 at row %pos), so
-// nothing in the graph waits for the CPU's cache write. The `npu.cache_update`s stay:
+// npu-attend-before-write: whatever reads a cache update (a decode step's attention,
+// GQA's repeat_kv views, a prefill chunk's attention) reads the cache as it was before
+// the write, with the new rows selected in (one row: cache * off + row * at, where
+// at/off are 1.0/0.0 at row %pos; P rows: cache * off + at @ rows), so nothing in the
+// graph waits for the CPU's cache write. The `npu.cache_update`s stay:
 // they are what the step writes back, and the new readers of each cache go before its
 // update (the in-place contract).
 
@@ -78,14 +79,55 @@ func.func @two_layers(%q: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %r: tensor<1
 
 // -----
 
-// Negative: a prefill chunk writes two rows; selecting them in is not one row's select.
+// Positive: a prefill chunk writes two rows. The selector is [C, P] (1.0 where
+// position p is row c), zeroed for a position a later one repeats (index_copy keeps
+// the last write); the rows are placed by a MatMul and the rest of the cache kept by
+// 1 - (rows written). --check-numerics draws the positions from {0, 1}, repeats
+// included.
 // CHECK-LABEL: func.func @two_rows
-// CHECK:         npu.sdpa %q, %k, %v
+// CHECK:         %[[POS:.*]] = npu.cast %pos : tensor<2xi64> -> tensor<2xf32>
+// CHECK-NEXT:    %[[D:.*]] = npu.sub %{{.*}}, %[[POS]] : (tensor<8x1xf32>, tensor<2xf32>) -> tensor<8x2xf32>
+// CHECK:         %[[NEAR:.*]] = npu.relu %{{.*}} : tensor<8x2xf32>
+// CHECK-NEXT:    %[[COL:.*]] = npu.view %[[POS]] : tensor<2xf32> -> tensor<2x1xf32>
+// CHECK-NEXT:    npu.sub %[[COL]], %[[POS]] : (tensor<2x1xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+// CHECK:         %[[LATER:.*]] = npu.constant dense<{{\[}}[0.000000e+00, 1.000000e+00], [0.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
+// CHECK:         %[[LAST:.*]] = npu.relu %{{.*}} : tensor<2xf32>
+// CHECK-NEXT:    %[[AT:.*]] = npu.mul %[[NEAR]], %[[LAST]] : (tensor<8x2xf32>, tensor<2xf32>) -> tensor<8x2xf32>
+// CHECK-NEXT:    %[[WRITTEN:.*]] = npu.sum %[[AT]] {dims = array<i64: -1>, keepdim} : tensor<8x2xf32> -> tensor<8x1xf32>
+// CHECK-NEXT:    %[[NOT:.*]] = npu.neg %[[WRITTEN]]
+// CHECK-NEXT:    %[[OFF:.*]] = npu.add %[[NOT]] {scalar = 1.000000e+00 : f32}
+// CHECK-NEXT:    %[[KEPT:.*]] = npu.mul %k_cache, %[[OFF]] : (tensor<1x2x8x4xf32>, tensor<8x1xf32>) -> tensor<1x2x8x4xf32>
+// CHECK-NEXT:    %[[PLACED:.*]] = npu.matmul %[[AT]], %k_row : (tensor<8x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x8x4xf32>
+// CHECK-NEXT:    %[[KEYS:.*]] = npu.add %[[KEPT]], %[[PLACED]]
+// CHECK-NEXT:    %k = npu.cache_update %k_cache[%pos] = %k_row
+// CHECK:         %a = npu.sdpa %q, %[[KEYS]], %{{[0-9]+}}
+// SCHED-LABEL: func.func @two_rows
+// SCHED-NEXT:    npu.cast %pos {device = "cpu"}
+// SCHED-NEXT:    npu.view {{.*}}device = "cpu"
+// SCHED-NOT:     device = "cpu"
+// SCHED:         npu.sdpa
+// SCHED-NEXT:    npu.cache_update %k_cache
+// SCHED-NEXT:    npu.cache_update %v_cache
+// SCHED-NEXT:    func.return
 func.func @two_rows(%q: tensor<1x2x2x4xf32>, %pos: tensor<2xi64>, %k_row: tensor<1x2x2x4xf32>, %v_row: tensor<1x2x2x4xf32>, %k_cache: tensor<1x2x8x4xf32>, %v_cache: tensor<1x2x8x4xf32>) -> (tensor<1x2x2x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) attributes {npu.writes = ["k_cache", "v_cache"]} {
   %k = npu.cache_update %k_cache[%pos] = %k_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<2xi64>, tensor<1x2x2x4xf32>
   %v = npu.cache_update %v_cache[%pos] = %v_row {dim = 2 : i64} : tensor<1x2x8x4xf32>, tensor<2xi64>, tensor<1x2x2x4xf32>
   %a = npu.sdpa %q, %k, %v : (tensor<1x2x2x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x2x4xf32>
   func.return %a, %k, %v : tensor<1x2x2x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Negative: several rows along a dim that is not the second to last (dim 1 of 4): a
+// MatMul cannot place them there.
+// CHECK-LABEL: func.func @rows_along_dim_1
+// CHECK-NOT:     npu.matmul
+// CHECK:         npu.sdpa %q, %k, %v
+func.func @rows_along_dim_1(%q: tensor<1x8x2x4xf32>, %pos: tensor<2xi64>, %k_row: tensor<1x2x8x4xf32>, %v_row: tensor<1x2x8x4xf32>, %k_cache: tensor<1x8x8x4xf32>, %v_cache: tensor<1x8x8x4xf32>) -> (tensor<1x8x2x4xf32>, tensor<1x8x8x4xf32>, tensor<1x8x8x4xf32>) attributes {npu.writes = ["k_cache", "v_cache"]} {
+  %k = npu.cache_update %k_cache[%pos] = %k_row {dim = 1 : i64} : tensor<1x8x8x4xf32>, tensor<2xi64>, tensor<1x2x8x4xf32>
+  %v = npu.cache_update %v_cache[%pos] = %v_row {dim = 1 : i64} : tensor<1x8x8x4xf32>, tensor<2xi64>, tensor<1x2x8x4xf32>
+  %a = npu.sdpa %q, %k, %v : (tensor<1x8x2x4xf32>, tensor<1x8x8x4xf32>, tensor<1x8x8x4xf32>) -> tensor<1x8x2x4xf32>
+  func.return %a, %k, %v : tensor<1x8x2x4xf32>, tensor<1x8x8x4xf32>, tensor<1x8x8x4xf32>
 }
 
 // -----

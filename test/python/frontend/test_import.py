@@ -89,6 +89,49 @@ def test_unknown_aten_op_becomes_generic_and_still_executes() -> None:
         assert (executor(x)[0] - model(x)).abs().max() <= 1e-5
 
 
+class KeepRows(torch.nn.Module):
+    """transformers' `hidden[:, logits_to_keep]`, and indexing that is not a row gather."""
+
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        self.form = form
+
+    def forward(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        h = h * 2
+        if self.form == "rows":
+            return h[:, idx]
+        if self.form == "first_dim":
+            return h[0][idx]
+        return h[:, idx, idx]
+
+
+@pytest.mark.parametrize(
+    ("form", "shape", "gathered"),
+    [
+        ("rows", (1, 6, 8), True),
+        ("first_dim", (1, 6, 8), True),
+        ("two_indices", (1, 6, 6), False),
+        ("rows", (2, 6, 8), False),  # a batch of 2 ahead of the rows
+    ],
+)
+def test_row_index_becomes_a_gather(form: str, shape: tuple[int, ...], gathered: bool) -> None:
+    """A 1-D index after unit dims is view + npu.embedding + view (a graph can run it);
+    other indexing stays `aten.index.Tensor` on the CPU. Same values as eager either way,
+    for several index tensors (a repeated one included)."""
+    model = KeepRows(form).eval()
+    h = torch.randn(*shape)
+    program = import_program(capture(model, (h, torch.tensor([5, 0]))))
+    names = [op.name for op in program.function.body.block.ops]
+    assert ("npu.embedding" in names) == gathered
+    generic = [op.opcode for op in program.function.body.block.ops if op.name == "npu.generic"]
+    assert ("aten.index.Tensor" in generic) != gathered
+    executor = ReferenceExecutor(program.function, program.weights, 2)
+    for idx in ([5, 0], [3, 3], [1, 2]):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(idx[0]))
+        index = torch.tensor(idx)
+        assert torch.equal(executor(x, index)[0], model(x, index))
+
+
 class DataDependent(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.sum() > 0:
