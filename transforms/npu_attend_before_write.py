@@ -150,46 +150,10 @@ def _row_selectors(
     In float arithmetic, exact on small integers, so that all but the position's cast
     can run inside the graph (NNFactory has no integer compare):
     at = relu(1 - |rows - pos|), off = 1 - at."""
-    column = TensorType(element, shape)
-    rows = _insert(
-        rewriter,
-        before,
-        npu.ConstantOp(
-            DenseIntOrFPElementsAttr.from_list(column, [float(r) for r in range(shape[0])])  # type: ignore[arg-type]
-        ),
-    )
-    position = _insert(
-        rewriter, before, npu.CastOp(operands=[positions], result_types=[TensorType(element, [1])])
-    )
-    distance = _insert(
-        rewriter, before, npu.SubOp(operands=[rows, position], result_types=[column])
-    )
-    distance = _insert(rewriter, before, npu.AbsOp(distance))
-    at = _insert(rewriter, before, npu.ReluOp(_one_minus(distance, rewriter, before)))
+    rows = _row_numbers(shape, element, rewriter, before)
+    position = _cast(positions, element, rewriter, before)
+    at = _near(rows, position, TensorType(element, shape), rewriter, before)
     return at, _one_minus(at, rewriter, before)
-
-
-def _one_minus(x: SSAValue, rewriter: PatternRewriter, before: Operation) -> SSAValue:
-    negated = _insert(rewriter, before, npu.NegOp(x))
-    one = FloatAttr(1.0, element_type(x.type))
-    return _insert(
-        rewriter,
-        before,
-        npu.AddOp(operands=[negated, []], result_types=[x.type], properties={"scalar": one}),
-    )
-
-
-def _select_row(
-    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
-) -> SSAValue:
-    """cache * off + row * at, ahead of `update`: the cache as `update` leaves it."""
-    cache_type = update.cache.type
-    kept = npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
-    placed = npu.MulOp(operands=[update.update, at], result_types=[cache_type])
-    kept_value = _insert(rewriter, update, kept)
-    placed_value = _insert(rewriter, update, placed)
-    total = npu.AddOp(operands=[kept_value, placed_value], result_types=[cache_type])
-    return _insert(rewriter, update, total)
 
 
 def _rows_selectors(
@@ -204,21 +168,8 @@ def _rows_selectors(
     integers, exact, as `_row_selectors`."""
     length, count = shape[0], shape_of(positions.type)[0]
     grid = TensorType(element, [length, count])
-    rows = _insert(
-        rewriter,
-        before,
-        npu.ConstantOp(
-            DenseIntOrFPElementsAttr.from_list(
-                TensorType(element, [length, 1]),
-                [float(r) for r in range(length)],  # type: ignore[arg-type]
-            )
-        ),
-    )
-    position = _insert(
-        rewriter,
-        before,
-        npu.CastOp(operands=[positions], result_types=[TensorType(element, [count])]),
-    )
+    rows = _row_numbers([length, 1], element, rewriter, before)
+    position = _cast(positions, element, rewriter, before)
     at = _near(rows, position, grid, rewriter, before)
     # A position p' > p writing the same row as p: p's write is overwritten.
     column = _insert(
@@ -241,6 +192,23 @@ def _rows_selectors(
     return at, _one_minus(written, rewriter, before)
 
 
+def _row_numbers(
+    shape: list[int], element: Attribute, rewriter: PatternRewriter, before: Operation
+) -> SSAValue:
+    """`shape` ([rows, 1, ...]) floats: each row's number."""
+    numbers = [float(r) for r in range(shape[0])]
+    attr = DenseIntOrFPElementsAttr.from_list(TensorType(element, shape), numbers)  # type: ignore[arg-type]
+    return _insert(rewriter, before, npu.ConstantOp(attr))
+
+
+def _cast(
+    positions: SSAValue, element: Attribute, rewriter: PatternRewriter, before: Operation
+) -> SSAValue:
+    """The positions as floats (the one op of the selectors that runs on the CPU)."""
+    result = TensorType(element, shape_of(positions.type))
+    return _insert(rewriter, before, npu.CastOp(operands=[positions], result_types=[result]))
+
+
 def _near(
     a: SSAValue, b: SSAValue, result: TensorType, rewriter: PatternRewriter, before: Operation
 ) -> SSAValue:
@@ -248,6 +216,16 @@ def _near(
     distance = _insert(rewriter, before, npu.SubOp(operands=[a, b], result_types=[result]))
     distance = _insert(rewriter, before, npu.AbsOp(distance))
     return _insert(rewriter, before, npu.ReluOp(_one_minus(distance, rewriter, before)))
+
+
+def _one_minus(x: SSAValue, rewriter: PatternRewriter, before: Operation) -> SSAValue:
+    negated = _insert(rewriter, before, npu.NegOp(x))
+    one = FloatAttr(1.0, element_type(x.type))
+    return _insert(
+        rewriter,
+        before,
+        npu.AddOp(operands=[negated, []], result_types=[x.type], properties={"scalar": one}),
+    )
 
 
 def _sum(x: SSAValue, shape: list[int], keepdim: bool) -> npu.SumOp:
@@ -262,16 +240,32 @@ def _sum(x: SSAValue, shape: list[int], keepdim: bool) -> npu.SumOp:
     )
 
 
+def _select_row(
+    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
+) -> SSAValue:
+    """cache * off + row * at, ahead of `update`: the cache as `update` leaves it."""
+    placed = npu.MulOp(operands=[update.update, at], result_types=[update.cache.type])
+    return _select(update, off, placed, rewriter)
+
+
 def _select_rows(
     update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
 ) -> SSAValue:
     """cache * off + at @ rows, ahead of `update`: the cache as `update` leaves it."""
+    placed = npu.MatmulOp(operands=[at, update.update], result_types=[update.cache.type])
+    return _select(update, off, placed, rewriter)
+
+
+def _select(
+    update: npu.CacheUpdateOp, off: SSAValue, placed: Operation, rewriter: PatternRewriter
+) -> SSAValue:
+    """cache * off + `placed` (the new rows where they go, zeros elsewhere)."""
     cache_type = update.cache.type
-    kept = npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
-    placed = npu.MatmulOp(operands=[at, update.update], result_types=[cache_type])
-    kept_value = _insert(rewriter, update, kept)
+    kept = _insert(
+        rewriter, update, npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
+    )
     placed_value = _insert(rewriter, update, placed)
-    total = npu.AddOp(operands=[kept_value, placed_value], result_types=[cache_type])
+    total = npu.AddOp(operands=[kept, placed_value], result_types=[cache_type])
     return _insert(rewriter, update, total)
 
 
