@@ -110,7 +110,7 @@ class ForgePipelinePass(ModulePass):
             ),
             *precision,
             NpuUpdateStateInPlacePass(),
-            NpuAttendBeforeWritePass(),
+            NpuAttendBeforeWritePass(profile=self.profile),
             NpuPlaceDevicesPass(profile=self.profile),
             NpuScheduleAffinityPass(),
             NpuAssignVregsPass(),

@@ -150,6 +150,18 @@ class HostProfile:
     build_seconds: float = 0.0
     activations: tuple[ActivationTiming, ...] = ()
     """Linear + activation fused vs apart, by row count (none measured: fused)."""
+    split_ms: float | None = None
+    """What splitting one graph in two cost (`transition_measured`: two segments' time
+    minus one's), without the device switch; None in profiles that do not say."""
+
+    def graph_split_ms(self) -> float:
+        """One more graph boundary: measured, else two transitions."""
+        return self.split_ms if self.split_ms is not None else 2 * self.transition_ms
+
+    def graph_gflops(self) -> float:
+        """GFLOP/s of the largest linear bucket in an NNFactory graph."""
+        bucket = max(self.linears, key=lambda b: b.gflop)
+        return bucket.gflop / max(bucket.npu_ms, 1e-6) * 1e3
 
     def activation_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, keep apart?) per measured row count, as conversion reads it."""
@@ -256,6 +268,11 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         )
         for a in _list(data, "activations", where)
     )
+    measured = data.get("transition_measured")
+    split_ms = None
+    if isinstance(measured, dict) and "two_segments_ms" in measured:
+        two = _number(measured, "two_segments_ms", where)
+        split_ms = max(two - _number(measured, "one_segment_ms", where), 0.0)
     return HostProfile(
         dict(key),
         _number(data, "transition_ms", where),
@@ -265,6 +282,7 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         settings if isinstance(settings, dict) else None,
         float(data.get("build_seconds", 0.0) or 0.0),
         activations,
+        split_ms,
     )
 
 
@@ -285,6 +303,17 @@ def read_profile(path: str | Path) -> HostProfile:
 @cache
 def _cached(path: str, mtime_ns: int, size: int) -> HostProfile:
     return read_profile(path)
+
+
+def check_profile_option(path: str | None) -> None:
+    """A pass's `profile` option: a bad path or file fails when the pipeline is parsed,
+    as a ValueError (forge-opt's one-line pipeline error)."""
+    if path is None:
+        return
+    try:
+        load_profile(path)
+    except ProfileError as e:
+        raise ValueError(e.args[0]) from e
 
 
 def load_profile(path: str | Path) -> HostProfile:

@@ -44,13 +44,24 @@ OpenVINO's start and its boundary copies: about 0.6 ms each for GPT-2's 14 graph
 The rows are placed by a MatMul, so the rows must lie along the cache's second-to-last
 dim (the [batch, heads, positions, head_dim] layout of HF caches).
 
+The MatMul costs 2 * C * (the update's size) FLOP per update, which grows with the
+cache: GPT-2's 100-token prefill took 102.0 ms as one graph against 107.6 ms as 14 with
+a cache of 132 positions, but 142.1 against 128.8 ms with 1,024 (AMD EPYC Zen 4, 2
+cores). With a host profile (`profile=PATH`, as npu-place-devices) a several-row
+update is selected in only when that MatMul's time at the profile's graph GFLOP/s is
+at most half of what the profile measured one more graph boundary to cost (a layer
+has two updates, keys and values, and its boundary goes when both do); without one,
+always.
+
 Preconditions (any one failing leaves the update alone): a float cache, static shapes,
-a reader besides the write-back, and for several rows the row dim second to last. All
-values finite (as everywhere in the select: 0.0 * inf is NaN).
+a reader besides the write-back, for several rows the row dim second to last and,
+with a profile, the cost above. All values finite (as everywhere in the select: 0.0 *
+inf is NaN).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,6 +80,7 @@ from xdsl.rewriter import InsertPoint
 
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
+from forge.transforms.host_profile import check_profile_option, load_profile
 from forge.transforms.pattern_pass import NpuPatternPass
 
 
@@ -84,12 +96,15 @@ Selectors = dict[tuple[SSAValue, int, Attribute, int], tuple[SSAValue, SSAValue]
 
 
 class AttendBeforeWrite(RewritePattern):
-    """The readers of a one-row cache update read the old cache with the new row
-    selected in (see the module docstring). Updates at one position along the same
-    dim share one pair of selectors."""
+    """The readers of a cache update read the old cache with the new rows selected in
+    (see the module docstring). Updates at the same positions along the same dim share
+    their selectors. `budget_ms`: the most a several-row update's MatMul may cost (None:
+    no limit); `gflops`: what that cost is reckoned at."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget_ms: float | None = None, gflops: float = 1.0) -> None:
         self.selectors: Selectors = {}
+        self.budget_ms = budget_ms
+        self.gflops = gflops
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.CacheUpdateOp, rewriter: PatternRewriter) -> None:
@@ -105,6 +120,10 @@ class AttendBeforeWrite(RewritePattern):
         count = shape_of(op.positions.type)
         if len(count) != 1 or (count[0] > 1 and dim != len(shape) - 2):
             return
+        if count[0] > 1 and self.budget_ms is not None:
+            flop = 2 * shape[dim] * math.prod(shape_of(op.update.type))
+            if flop / self.gflops / 1e6 > self.budget_ms:
+                return
         # Ahead of the write: every reader of a cache must precede its update.
         at, off = self._selectors(op, shape[dim], len(shape) - 1 - dim, rewriter)
         selected = (
@@ -273,5 +292,15 @@ def _select(
 class NpuAttendBeforeWritePass(NpuPatternPass):
     name = "npu-attend-before-write"
 
+    profile: str | None = None
+    """A host profile (JSON, `forge.runtime.host_profile`): several-row updates are
+    selected in only where it measured that cheaper than a graph boundary."""
+
+    def __post_init__(self) -> None:
+        check_profile_option(self.profile)
+
     def patterns(self) -> Sequence[RewritePattern]:
-        return (AttendBeforeWrite(),)
+        if self.profile is None:
+            return (AttendBeforeWrite(),)
+        host = load_profile(self.profile)
+        return (AttendBeforeWrite(host.graph_split_ms() / 2, host.graph_gflops()),)

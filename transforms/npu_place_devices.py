@@ -31,7 +31,7 @@ from xdsl.passes import ModulePass
 from forge.conversion.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
 from forge.dialects.shapes import numel
-from forge.transforms.host_profile import HostProfile, ProfileError, load_profile
+from forge.transforms.host_profile import HostProfile, check_profile_option, load_profile
 from forge.transforms.pattern_pass import run_on_functions
 
 
@@ -146,12 +146,7 @@ class NpuPlaceDevicesPass(ModulePass):
     measured them cheaper. Unset: every op the NPU can run stays there."""
 
     def __post_init__(self) -> None:
-        if self.profile is None:
-            return
-        try:
-            load_profile(self.profile)  # a bad path or file fails here, in one line
-        except ProfileError as e:
-            raise ValueError(e.args[0]) from e
+        check_profile_option(self.profile)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_on_functions(

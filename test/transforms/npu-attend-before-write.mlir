@@ -11,8 +11,17 @@
 // After placement and scheduling only the position's cast runs before the NPU work and
 // the writes after it: one graph.
 // RUN: forge-opt %s -p 'npu-attend-before-write,npu-place-devices,npu-schedule-affinity' --split-input-file | filecheck %s --check-prefix=SCHED
+// With a host profile, several rows are selected in only where the selector MatMul
+// costs less than the graph boundary it removes: where a boundary measured free, never
+// (one row still is, its select costs no MatMul).
+// RUN: forge-opt %s -p 'npu-attend-before-write{profile="%S/Inputs/host-profile-free-split.json"}' --split-input-file | filecheck %s --check-prefix=FREE
+// RUN: forge-opt %s -p 'npu-attend-before-write{profile="%S/Inputs/host-profile-npu.json"}' --split-input-file | filecheck %s --check-prefix=PRICED
+// RUN: not forge-opt %s -p 'npu-attend-before-write{profile="%S/Inputs/no-such.json"}' 2>&1 | filecheck %s --check-prefix=NOFILE
+// NOFILE: error: {{.*}}cannot read host profile {{.*}}no-such.json
 
 // Positive: one layer of a decode step (1 query row, 1 new row, a cache of 8 rows).
+// FREE-LABEL: func.func @decode_step
+// FREE:         npu.relu
 // CHECK-LABEL: func.func @decode_step
 // CHECK:         %[[ROWS:.*]] = npu.constant dense<{{\[}}[0.000000e+00], [1.000000e+00], [2.000000e+00], [3.000000e+00], [4.000000e+00], [5.000000e+00], [6.000000e+00], [7.000000e+00]]> : tensor<8x1xf32>
 // CHECK-NEXT:    %[[POS:.*]] = npu.cast %pos : tensor<1xi64> -> tensor<1xf32>
@@ -84,6 +93,12 @@ func.func @two_layers(%q: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %r: tensor<1
 // the last write); the rows are placed by a MatMul and the rest of the cache kept by
 // 1 - (rows written). --check-numerics draws the positions from {0, 1}, repeats
 // included.
+// FREE-LABEL: func.func @two_rows
+// FREE-NOT:     npu.matmul
+// FREE:         npu.sdpa %q, %k, %v
+// PRICED-LABEL: func.func @two_rows
+// PRICED:       npu.matmul
+// PRICED:       npu.sdpa %q, %{{[0-9]+}}, %{{[0-9]+}}
 // CHECK-LABEL: func.func @two_rows
 // CHECK:         %[[POS:.*]] = npu.cast %pos : tensor<2xi64> -> tensor<2xf32>
 // CHECK-NEXT:    %[[D:.*]] = npu.sub %{{.*}}, %[[POS]] : (tensor<8x1xf32>, tensor<2xf32>) -> tensor<8x2xf32>

@@ -97,6 +97,20 @@ def test_activations_are_read_from_the_file(tmp_path: Path) -> None:
         read_profile(path)
 
 
+def test_graph_split_and_throughput() -> None:
+    """A profile's measured split (two segments minus one), else two transitions; the
+    graph GFLOP/s of its largest linear bucket."""
+    data = json.loads(NPU_PROFILE.read_text())
+    profile = profile_from_json(data)
+    assert profile.split_ms is None and profile.graph_split_ms() == pytest.approx(0.2)
+    assert profile.graph_gflops() == pytest.approx(2 * 128 * 768 * 8192 / 8.0 / 1e6)
+    data["transition_measured"] = {"one_segment_ms": 1.5, "two_segments_ms": 2.9}
+    assert profile_from_json(data).graph_split_ms() == pytest.approx(1.4)
+    data["transition_measured"] = {"one_segment_ms": 1.5, "two_segments_ms": "x"}
+    with pytest.raises(ProfileError, match="'two_segments_ms' must be a finite number"):
+        profile_from_json(data)
+
+
 IR = """
 func.func @lm(%x: tensor<128x768xf32>, %w: tensor<768x768xf32>,
               %h: tensor<50257x768xf32>) -> tensor<128x50257xf32> {
