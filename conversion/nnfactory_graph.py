@@ -974,8 +974,12 @@ def _activation_apart(b: GraphBuilder, op: npu.FusedLinearOp) -> bool:
     fp32 weights (MLAS takes no other) in an fp32 graph."""
     if b.float_dtype is not np.float32 or b.storages.get(op.weight, "float") != "float":
         return False
-    rows = math.prod(_shape(op.input)[:-1])
-    return keeps_activation_apart(_ACTIVATIONS_APART.get(), rows)
+    return keeps_activation_apart(_ACTIVATIONS_APART.get(), linear_rows(op))
+
+
+def linear_rows(op: npu.FusedLinearOp) -> int:
+    """The rows of a linear's product (its input's dims but the last)."""
+    return math.prod(_shape(op.input)[:-1])
 
 
 def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:
@@ -1134,5 +1138,6 @@ __all__ = [
     "clear_cache",
     "dynamic_quantization",
     "keeps_activation_apart",
+    "linear_rows",
     "segment_boundary",
 ]

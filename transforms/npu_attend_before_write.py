@@ -126,11 +126,7 @@ class AttendBeforeWrite(RewritePattern):
                 return
         # Ahead of the write: every reader of a cache must precede its update.
         at, off = self._selectors(op, shape[dim], len(shape) - 1 - dim, rewriter)
-        selected = (
-            _select_row(op, at, off, rewriter)
-            if count[0] == 1
-            else _select_rows(op, at, off, rewriter)
-        )
+        selected = _select(op, at, off, rewriter)
         rewriter.replace_uses_with_if(op.result, selected, lambda use: not _is_write_back(use))
         selected.name_hint = None  # the name stays with the update, which is written back
 
@@ -145,9 +141,7 @@ class AttendBeforeWrite(RewritePattern):
         if known is not None and npu.runs_before(known[1].owner, update):  # type: ignore[arg-type]
             return known
         shape = [length, *[1] * trailing]
-        rows = shape_of(update.positions.type)[0]
-        make = _row_selectors if rows == 1 else _rows_selectors
-        self.selectors[key] = make(update.positions, shape, element, rewriter, update)
+        self.selectors[key] = _new_selectors(update.positions, shape, element, rewriter, update)
         return self.selectors[key]
 
 
@@ -156,39 +150,27 @@ def _insert(rewriter: PatternRewriter, before: Operation, op: Operation) -> SSAV
     return op.results[0]
 
 
-def _row_selectors(
+def _new_selectors(
     positions: SSAValue,
     shape: list[int],
     element: Attribute,
     rewriter: PatternRewriter,
     before: Operation,
 ) -> tuple[SSAValue, SSAValue]:
-    """`shape` ([rows, 1, ...]) floats: 1.0 at row `positions[0]` and 0.0 elsewhere,
-    and the opposite.
+    """(at, off) in float arithmetic, exact on small integers, so that all but the
+    positions' cast can run inside the graph (NNFactory has no integer compare).
 
-    In float arithmetic, exact on small integers, so that all but the position's cast
-    can run inside the graph (NNFactory has no integer compare):
-    at = relu(1 - |rows - pos|), off = 1 - at."""
-    rows = _row_numbers(shape, element, rewriter, before)
+    One position: `shape` ([rows, 1, ...]) floats, at = relu(1 - |rows - pos|) (1.0 at
+    row `positions[0]`, 0.0 elsewhere) and off = 1 - at. P positions: at is [C, P],
+    1.0 where position p writes row c (the last p, if several write it), and off [C, 1]
+    1.0 at the rows no position writes."""
+    count, length = shape_of(positions.type)[0], shape[0]
+    rows = _row_numbers(shape, element, rewriter, before)  # [C, 1] for several rows
     position = _cast(positions, element, rewriter, before)
-    at = _near(rows, position, TensorType(element, shape), rewriter, before)
-    return at, _one_minus(at, rewriter, before)
-
-
-def _rows_selectors(
-    positions: SSAValue,
-    shape: list[int],
-    element: Attribute,
-    rewriter: PatternRewriter,
-    before: Operation,
-) -> tuple[SSAValue, SSAValue]:
-    """[C, P] floats, 1.0 where position p writes row c (the last p, if several write
-    it), and [C, 1]: 1.0 at the rows no position writes; float arithmetic on small
-    integers, exact, as `_row_selectors`."""
-    length, count = shape[0], shape_of(positions.type)[0]
+    if count == 1:
+        at = _near(rows, position, TensorType(element, shape), rewriter, before)
+        return at, _one_minus(at, rewriter, before)
     grid = TensorType(element, [length, count])
-    rows = _row_numbers([length, 1], element, rewriter, before)
-    position = _cast(positions, element, rewriter, before)
     at = _near(rows, position, grid, rewriter, before)
     # A position p' > p writing the same row as p: p's write is overwritten.
     column = _insert(
@@ -259,30 +241,19 @@ def _sum(x: SSAValue, shape: list[int], keepdim: bool) -> npu.SumOp:
     )
 
 
-def _select_row(
-    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
-) -> SSAValue:
-    """cache * off + row * at, ahead of `update`: the cache as `update` leaves it."""
-    placed = npu.MulOp(operands=[update.update, at], result_types=[update.cache.type])
-    return _select(update, off, placed, rewriter)
-
-
-def _select_rows(
-    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
-) -> SSAValue:
-    """cache * off + at @ rows, ahead of `update`: the cache as `update` leaves it."""
-    placed = npu.MatmulOp(operands=[at, update.update], result_types=[update.cache.type])
-    return _select(update, off, placed, rewriter)
-
-
 def _select(
-    update: npu.CacheUpdateOp, off: SSAValue, placed: Operation, rewriter: PatternRewriter
+    update: npu.CacheUpdateOp, at: SSAValue, off: SSAValue, rewriter: PatternRewriter
 ) -> SSAValue:
-    """cache * off + `placed` (the new rows where they go, zeros elsewhere)."""
+    """cache * off + the new rows where they go (row * at for one, at @ rows for
+    several), ahead of `update`: the cache as `update` leaves it."""
     cache_type = update.cache.type
     kept = _insert(
         rewriter, update, npu.MulOp(operands=[update.cache, off], result_types=[cache_type])
     )
+    if shape_of(update.positions.type)[0] == 1:
+        placed = npu.MulOp(operands=[update.update, at], result_types=[cache_type])
+    else:
+        placed = npu.MatmulOp(operands=[at, update.update], result_types=[cache_type])
     placed_value = _insert(rewriter, update, placed)
     total = npu.AddOp(operands=[kept, placed_value], result_types=[cache_type])
     return _insert(rewriter, update, total)

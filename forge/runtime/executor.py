@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-import math
 import os
 import time
 import weakref
@@ -43,6 +42,7 @@ from forge.conversion.nnfactory_graph import (
     build_segment,
     dynamic_quantization,
     keeps_activation_apart,
+    linear_rows,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -57,7 +57,6 @@ from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import PRECISIONS
-from forge.dialects.shapes import shape_of
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
@@ -635,11 +634,11 @@ def _activation_rule(
         if isinstance(op, npu.FusedLinearOp)
         and op.activation.data != "none"
         and (op.device is None or op.device.data != "cpu")
-        and keeps_activation_apart(rule, _rows(op.input))
+        and keeps_activation_apart(rule, linear_rows(op))
     ]
     if not apart:
         return rule, ""
-    rows = sorted({_rows(op.input) for op in apart})
+    rows = sorted({linear_rows(op) for op in apart})
     measured = ", ".join(
         f"{a.rows} row(s) fused {a.fused_ms:.3g} ms vs apart {a.apart_ms:.3g} ms"
         for a in profile.activations
@@ -649,10 +648,6 @@ def _activation_rule(
         f"of OpenVINO's FullyConnected, so that it can take its MLAS kernel (host profile: "
         f"{measured})"
     )
-
-
-def _rows(value: SSAValue) -> int:
-    return math.prod(max(n, 1) for n in shape_of(value.type)[:-1])
 
 
 def _release_when_collected(
