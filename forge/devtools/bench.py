@@ -47,7 +47,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from forge.devtools.children import Child
 from forge.devtools.numerics import agreement
 from forge.diagnostics import ForgeError
 from forge.frontend import models
@@ -774,7 +774,7 @@ def _bench_group(
     compiles: dict[str, list[tuple[float, float]]] = {}
     try:
         for r in range(compile_repeats):
-            for backend in _rotated(group, r):
+            for backend in rotated(group, r):
                 if backend in results and results[backend].skipped:
                     continue
                 if progress is not None:
@@ -816,7 +816,7 @@ def _bench_group(
             progress(f"timing {len(children)} backend(s): {runs} runs each in {rounds} rounds ...")
         for r in range(rounds):
             share = runs // rounds + (1 if r < runs % rounds else 0)
-            for name in _rotated(list(children), r):
+            for name in rotated(list(children), r):
                 measured = children[name].run(share)
                 if measured is None:
                     results[name].skipped = f"failed while timing: {children[name].error}"
@@ -835,7 +835,7 @@ def _bench_group(
 MARKER = "FORGE-BENCH "
 
 
-def _rotated(items: list[str], by: int) -> list[str]:
+def rotated(items: list[str], by: int) -> list[str]:
     """`items` starting at position `by` (mod len): who goes first changes every round."""
     if not items:
         return items
@@ -876,8 +876,6 @@ class _Child:
         timeout: float,
         python: str | None = None,
     ):
-        self.error = ""
-        self.timeout = timeout
         self.peak_rss = 0
         python = python or sys.executable
         foreign = python != sys.executable
@@ -896,15 +894,8 @@ class _Child:
         if scratch_env is not None:
             self.scratch = tempfile.mkdtemp(prefix=f"forge-bench-{backend}-")
             env[scratch_env] = self.scratch
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        ready = self._answer()
+        self.child = Child(command, env, MARKER, timeout)
+        ready = self.child.answer()
         if ready is None:
             self.result = BackendResult(backend, skipped=f"failed: {self.error}")
             self.close()
@@ -912,44 +903,19 @@ class _Child:
             self.result = BackendResult(**{**ready, "estimate": tuple(ready["estimate"])})
             self.peak_rss = self.result.peak_rss_compile
 
-    def _answer(self) -> Any:
-        """The next protocol line's payload, or None (and `error`) if the child died."""
-        assert self.process.stdout is not None
-        timer = threading.Timer(self.timeout, self.process.kill)
-        timer.start()
-        try:
-            for line in self.process.stdout:
-                if line.startswith(MARKER):
-                    return json.loads(line[len(MARKER) :])
-        finally:
-            timer.cancel()
-        self.process.wait()
-        if self.process.returncode and self.process.returncode < 0:
-            self.error = f"killed after {self.timeout:.0f} s"
-            return None
-        assert self.process.stderr is not None
-        tail = [line for line in self.process.stderr.read().splitlines() if line.strip()]
-        self.error = (tail[-1] if tail else f"exit code {self.process.returncode}")[:300]
-        return None
+    @property
+    def error(self) -> str:
+        return self.child.error
 
     def run(self, runs: int) -> list[float] | None:
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(f"run {runs}\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            self.error = "the process ended"
-            return None
-        answer = self._answer()
+        answer = self.child.ask(f"run {runs}")
         if answer is None:
             return None
         self.peak_rss = max(self.peak_rss, answer["peak_rss"])
         return answer["ms"]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.child.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None

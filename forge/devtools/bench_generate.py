@@ -1,13 +1,16 @@
 """`forge bench MODEL --generate`: token generation with Forge against HF eager, HF with a
 static cache and torch.compile, and OpenVINO GenAI, side by side in one run.
 
-Every row runs in its own child process, one after the other: each builds the same
-seeded model, makes the same seeded random prompt, compiles, generates once as a warm-up
-and then `rounds` more times, reports back as one JSON line and exits before the next
-starts (a full-size model is in memory once at a time). With fewer threads than cores,
-each child is pinned to that many cores (NNFactory's OpenVINO sizes its pool by the
-cores it may use, not by torch's thread count). Forge runs at fp32 and with int8
-weights. Measured, per row:
+Every row runs in its own child process. Each builds the same seeded model, makes the
+same seeded random prompt and compiles; then the children stay alive while the parent
+asks them for one `generate` call at a time, in interleaved rounds (A B C, B C A, ...):
+a warm-up round, then `rounds` timed ones. On a noisy machine a slow spell then costs
+every row alike instead of whichever ran during it, so the ratios are same-time ratios.
+Where the rows would not fit in memory together (each child's resident size and compile
+peak estimated from the weights' bytes, against MemAvailable), groups that fit run one
+after another, and the report says so. With fewer threads than cores, each child is
+pinned to that many cores (NNFactory's OpenVINO sizes its pool by the cores it may use,
+not by torch's thread count). Forge runs at fp32 and with int8 weights. Measured, per row:
 
 * ready: model object -> ready to generate. Forge: `compile_lm` (torch.export and both
   programs, prefill and decode). HF static + torch.compile: the first `generate`'s extra
@@ -16,15 +19,17 @@ weights. Measured, per row:
 * TTFT: from the `generate` call to the first new token (prefill and its choice).
 * decode tokens/s: new tokens after the first, over the time from the first to the last.
 * agreement: how many of the greedy tokens equal HF eager's at the same position.
+* peak RSS of the child (compile and generation).
 
 OpenVINO GenAI 2026 and optimum-intel need their own transformers (and pin openvino
 2026.4 themselves), which conflict with Forge's pins. They run with the
 python of a separate venv (`scripts/bench_generate.sh` builds it), reading the weights
 saved with `save_pretrained` to a temporary directory: one child exports them OFFLINE
-with `optimum-cli export openvino`, another loads the result into `LLMPipeline` and
-generates from token ids (an `ov.Tensor`: no tokenizer is needed, none is made). Their
-program is `_genai_main`, sent as source with `python -c`, since Forge is not installed
-in that venv. A row that cannot run (no venv, a failed export) says why in one line.
+with `optimum-cli export openvino` (before any row starts: nothing else runs while it
+does), another loads the result into `LLMPipeline` and generates from token ids (an
+`ov.Tensor`: no tokenizer is needed, none is made). Their program is `_genai_main`, sent
+as source with `python -c`, since Forge is not installed in that venv. A row that
+cannot run (no venv, a failed export) says why in one line.
 """
 
 from __future__ import annotations
@@ -49,7 +54,21 @@ from typing import Any
 
 import torch
 
-from forge.diagnostics import ForgeError, one_line
+from forge.devtools.bench import (
+    DEFAULT_FOOTPRINT,
+    FIT_FRACTION,
+    MIB,
+    Footprint,
+    mem_available,
+    memory_now,
+    plan_groups,
+    release_memory,
+    rotated,
+    sequence_note,
+    weight_bytes,
+)
+from forge.devtools.children import Child
+from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
 from forge.runtime.generate import compile_lm
@@ -69,23 +88,47 @@ class Row:
     """A Forge row's `compile_lm` precision."""
     dynamic_prefill: bool = False
     """A Forge row's `compile_lm(dynamic_prefill=...)`."""
+    memory: Footprint = DEFAULT_FOOTPRINT
+    """The child's resident size once ready and its compile peak (`plan_groups`)."""
 
+    @property
+    def forge(self) -> bool:
+        return self.name.startswith("forge")
+
+
+FOOTPRINTS: dict[str, Footprint] = {
+    # Measured on GPT-2 (475 MiB of fp32 weights, prompt 100, 32 new tokens, `bash
+    # scripts/bench_generate.sh gpt2`): base = the child's RSS on the tiny model,
+    # factors = (peak RSS - base) / weights, rounded up.
+    "forge": Footprint(450 * MIB, 3.4, 3.6),
+    "forge-int8": Footprint(450 * MIB, 2.4, 2.8),
+    "eager": Footprint(400 * MIB, 1.3, 1.4),
+    "hf-static": Footprint(500 * MIB, 1.4, 2.0),
+    "genai-fp32": Footprint(300 * MIB, 2.2, 2.6),
+    "genai-int8": Footprint(300 * MIB, 0.8, 1.0),
+}
 
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
-        Row("forge", "Forge (compile_lm)"),
-        Row("forge-int8", "Forge int8 weights", precision="int8"),
+        Row("forge", "Forge (compile_lm)", memory=FOOTPRINTS["forge"]),
+        Row("forge-int8", "Forge int8 weights", precision="int8", memory=FOOTPRINTS["forge-int8"]),
         Row(
             "forge-int8-dq",
             "Forge int8, dynamic prefill",
             precision="int8",
             dynamic_prefill=True,
+            memory=FOOTPRINTS["forge-int8"],
         ),
-        Row("eager", "HF eager (dynamic cache)"),
-        Row("hf-static", "HF static cache + compile"),
-        Row("genai-fp32", "OpenVINO GenAI fp32", genai="fp32"),
-        Row("genai-int8", "OpenVINO GenAI int8 weights", genai="int8"),
+        Row("eager", "HF eager (dynamic cache)", memory=FOOTPRINTS["eager"]),
+        Row("hf-static", "HF static cache + compile", memory=FOOTPRINTS["hf-static"]),
+        Row("genai-fp32", "OpenVINO GenAI fp32", genai="fp32", memory=FOOTPRINTS["genai-fp32"]),
+        Row(
+            "genai-int8",
+            "OpenVINO GenAI int8 weights",
+            genai="int8",
+            memory=FOOTPRINTS["genai-int8"],
+        ),
     )
 }
 """Every row, in the order they run and print."""
@@ -134,6 +177,10 @@ class RowResult:
     detail: str = ""
     skipped: str = ""
     """Why the row did not run (one line); empty when it ran."""
+    rss_ready: int = 0
+    """The child's resident bytes once ready to generate."""
+    peak_rss: int = 0
+    """The child's peak resident bytes (compile and every generate call)."""
 
     @property
     def ttft(self) -> float | None:
@@ -180,22 +227,17 @@ def timing(start: float, stamps: Sequence[float], tokens: list[int], end: float)
     return Timed(tokens, end - start, ttft, tps)
 
 
-def timed_rounds(call: Callable[[], Timed], rounds: int, result: RowResult) -> list[Timed]:
-    """One warm-up call, then `rounds` timed ones into `result`; all the calls."""
-    calls = [call()]
-    for _ in range(rounds):
-        calls.append(call())
-    timed = calls[1:]
-    result.ttft_ms = [t.ttft_ms for t in timed]
-    result.decode_tps = [t.decode_tps for t in timed]
-    result.tokens = timed[0].tokens
-    differing = sum(1 for t in timed if t.tokens != result.tokens)
-    if differing:
-        result.detail += f"; {differing} round(s) gave other tokens"
-    return calls
+@dataclass
+class Session:
+    """A row ready to generate, in its child: what it reports once ready, and one call."""
+
+    result: RowResult
+    call: Callable[[], Timed]
+    own: Callable[[], list[float]] | None = None
+    """Forge's own figures of the last call: [prefill ms, decode tokens/s]."""
 
 
-def run_forge(spec: GenerateSpec, row: str = "forge") -> RowResult:
+def prepare_forge(spec: GenerateSpec, row: str = "forge") -> Session:
     model, prompt = load_lm(spec)
     result = RowResult(row, version=f"forge-ugc {_forge_version()}", prompt=prompt)
     prompt_capacity = spec.prompt_capacity or spec.prompt_len
@@ -228,16 +270,12 @@ def run_forge(spec: GenerateSpec, row: str = "forge") -> RowResult:
         tokens = lm.generate(
             prompt, spec.max_new_tokens, on_token=lambda _: stamps.append(time.perf_counter())
         )
-        own.append((lm.stats.prefill_seconds * 1e3, lm.stats.tokens_per_second))
         return timing(start, stamps, tokens, time.perf_counter())
 
-    own: list[tuple[float, float]] = []
-    timed_rounds(call, spec.rounds, result)
-    result.detail += (
-        f"; its own stats: prefill {statistics.median(p for p, _ in own[1:]):.1f} ms, "
-        f"decode {statistics.median(t for _, t in own[1:]):.1f} tokens/s"
-    )
-    return result
+    def own() -> list[float]:
+        return [lm.stats.prefill_seconds * 1e3, lm.stats.tokens_per_second]
+
+    return Session(result, call, own)
 
 
 def _hf_generate(model: Any, prompt: list[int], spec: GenerateSpec, static: bool) -> Timed:
@@ -289,29 +327,19 @@ def _hf_version() -> str:
     return f"transformers {transformers.__version__}, torch {torch.__version__}"
 
 
-def run_eager(spec: GenerateSpec) -> RowResult:
+def prepare_eager(spec: GenerateSpec) -> Session:
     model, prompt = load_lm(spec)
     result = RowResult("eager", version=_hf_version(), prompt=prompt)
-    timed_rounds(lambda: _hf_generate(model, prompt, spec, static=False), spec.rounds, result)
-    return result
+    return Session(result, lambda: _hf_generate(model, prompt, spec, static=False))
 
 
-def run_hf_static(spec: GenerateSpec) -> RowResult:
+def prepare_hf_static(spec: GenerateSpec) -> Session:
     """HF's recipe for compiled generation: a static cache and `torch.compile` of the
-    forward (prefill and decode graphs, compiled by the first call)."""
+    forward (prefill and decode graphs, compiled by the first call: the warm-up)."""
     model, prompt = load_lm(spec)
     result = RowResult("hf-static", version=_hf_version(), prompt=prompt)
     model.forward = torch.compile(model.forward, fullgraph=True)
-    calls = timed_rounds(
-        lambda: _hf_generate(model, prompt, spec, static=True), spec.rounds, result
-    )
-    later = statistics.median(t.seconds for t in calls[1:])
-    result.ready_seconds = max(calls[0].seconds - later, 0.0)
-    result.detail = (
-        f"cache_implementation='static', torch.compile(model.forward, fullgraph=True) "
-        f"(inductor); first generate {calls[0].seconds:.2f} s, later ones {later:.2f} s"
-    )
-    return result
+    return Session(result, lambda: _hf_generate(model, prompt, spec, static=True))
 
 
 def save_weights(spec: GenerateSpec, directory: str) -> RowResult:
@@ -329,7 +357,9 @@ CHILD_MAIN = (
 
 
 def _worker(argv: Sequence[str]) -> int:
-    """A child in Forge's venv: run one row (or save the weights), print its result."""
+    """A child in Forge's venv: save the weights and print the prompt, or get one row
+    ready, print its `RowResult`, then answer each `round` line on stdin with one timed
+    `generate` call (`Timed`, the peak RSS, Forge's own figures)."""
     role, spec_json, *rest = argv
     warnings.filterwarnings("ignore")
     # Imported in the child only: transformers takes seconds to import.
@@ -339,26 +369,31 @@ def _worker(argv: Sequence[str]) -> int:
     transformers.utils.logging.disable_progress_bar()
     spec = GenerateSpec(**json.loads(spec_json))
     torch.set_num_threads(spec.threads)
-    runners: dict[str, Callable[[GenerateSpec], RowResult]] = {
-        **{
-            name: functools.partial(run_forge, row=name)
-            for name in ROWS
-            if name.startswith("forge")
-        },
-        "eager": run_eager,
-        "hf-static": run_hf_static,
+    preparers: dict[str, Callable[[GenerateSpec], Session]] = {
+        **{name: functools.partial(prepare_forge, row=name) for name in ROWS if ROWS[name].forge},
+        "eager": prepare_eager,
+        "hf-static": prepare_hf_static,
     }
     try:
         if role == "save":
-            result = save_weights(spec, rest[0])
-        elif role in runners:
-            result = runners[role](spec)
-        else:
+            print(MARKER + json.dumps(asdict(save_weights(spec, rest[0]))), flush=True)
+            return 0
+        if role not in preparers:
             raise ForgeError(f"unknown generation bench role '{role}'")
+        session = preparers[role](spec)
+        release_memory()
+        session.result.rss_ready, session.result.peak_rss = memory_now()
+        print(MARKER + json.dumps(asdict(session.result)), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "round":
+                break
+            answer = asdict(session.call())
+            answer["peak_rss"] = memory_now()[1]
+            answer["own"] = session.own() if session.own is not None else None
+            print(MARKER + json.dumps(answer), flush=True)
     except ForgeError as e:
         print(e, file=sys.stderr)  # the parent reports the last line: this one
         return 1
-    print(MARKER + json.dumps(asdict(result)), flush=True)
     return 0
 
 
@@ -383,11 +418,11 @@ def _forge_version() -> str:
 def _genai_main(argv: list[str]) -> int:
     """The OpenVINO GenAI child, run by the GenAI venv's python from this function's
     source (so it imports nothing of Forge's). `export HF_DIR OUT FORMAT`: optimum-cli
-    export, in process, timed without its imports. `run OUT SPEC_JSON PROMPT_JSON`:
-    load an `LLMPipeline`, generate from token ids, time it with GenAI's own metrics.
-    Prints one `FORGE-GENBENCH {json}` line."""
+    export, in process, timed without its imports; prints one `FORGE-GENBENCH {json}`
+    line. `run OUT SPEC_JSON`: load an `LLMPipeline`, print the load time, then answer
+    each `round` line on stdin with one `generate` from the token ids, timed with
+    GenAI's own metrics."""
     import json
-    import statistics
     import sys
     import time
 
@@ -411,9 +446,9 @@ def _genai_main(argv: list[str]) -> int:
     import openvino as ov
     import openvino_genai
 
-    out, spec_json, prompt_json = argv[1:4]
+    out, spec_json = argv[1:3]
     spec = json.loads(spec_json)
-    prompt = json.loads(prompt_json)
+    prompt = spec["prompt"]
     # No prefix caching (on by default in the pipeline's paged-attention backend): every
     # round feeds the same prompt, whose prefill would otherwise be a cache hit.
     scheduler = openvino_genai.SchedulerConfig()
@@ -424,6 +459,14 @@ def _genai_main(argv: list[str]) -> int:
         "INFERENCE_NUM_THREADS": spec["threads"],
         "scheduler_config": scheduler,
     }
+
+    def peak_rss() -> int:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
     start = time.perf_counter()
     pipe = openvino_genai.LLMPipeline(out, "CPU", **properties)
     load_seconds = time.perf_counter() - start
@@ -432,24 +475,25 @@ def _genai_main(argv: list[str]) -> int:
     config.do_sample = False
     config.ignore_eos = True
     ids = ov.Tensor(np.array([prompt], dtype=np.int64))
-    runs = []
-    for _ in range(1 + spec["rounds"]):
+    version = f"openvino-genai {openvino_genai.__version__.split('-')[0]}"
+    ready = {"version": version, "load_seconds": load_seconds, "peak_rss": peak_rss()}
+    print(marker + json.dumps(ready), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        start = time.perf_counter()
         results = pipe.generate(ids, config)
+        seconds = time.perf_counter() - start
         metrics = results.perf_metrics
         tpot = metrics.get_tpot().mean
-        runs.append((list(results.tokens[0]), metrics.get_ttft().mean, 1e3 / tpot if tpot else 0))
-    timed = runs[1:]
-    tokens = timed[0][0]
-    report = {
-        "version": f"openvino-genai {openvino_genai.__version__.split('-')[0]}",
-        "load_seconds": load_seconds,
-        "ttft_ms": [t[1] for t in timed],
-        "decode_tps": [t[2] for t in timed],
-        "tokens": tokens,
-        "differing": sum(1 for t in timed if t[0] != tokens),
-        "median_ttft": statistics.median(t[1] for t in timed),
-    }
-    print(marker + json.dumps(report), flush=True)
+        answer = {
+            "tokens": list(results.tokens[0]),
+            "seconds": seconds,
+            "ttft_ms": metrics.get_ttft().mean,
+            "decode_tps": 1e3 / tpot if tpot else 0.0,
+            "peak_rss": peak_rss(),
+        }
+        print(marker + json.dumps(answer), flush=True)
     return 0
 
 
@@ -486,142 +530,256 @@ class ChildAnswer:
 def run_child(
     command: list[str], env: dict[str, str], timeout: float, cores: int | None = None
 ) -> ChildAnswer:
-    """Run a child to its end; its `MARKER` line, or the last line of its stderr.
-
-    `cores`: the child may run on that many CPUs only (the first ones this process may
-    use). Thread-count settings do not reach every pool: NNFactory's OpenVINO takes one
-    thread per core it may run on, whatever torch's count, so `--threads 1` without this
-    would time Forge's graphs on every core against GenAI's one thread."""
-    allowed = sorted(os.sched_getaffinity(0))
-    pinned = allowed[:cores] if cores is not None and cores < len(allowed) else None
+    """A child that answers once and exits (saving the weights, an export): its `MARKER`
+    payload, or the last line of its stderr. `cores`: as `Child`."""
+    child = Child(command, env, MARKER, timeout, cores)
     try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            check=False,
-            preexec_fn=(lambda: os.sched_setaffinity(0, pinned)) if pinned else None,
-        )
-    except subprocess.TimeoutExpired:
-        return ChildAnswer(None, f"killed after {timeout:.0f} s")
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(MARKER):
-            return ChildAnswer(json.loads(line[len(MARKER) :]))
-    tail = [line for line in done.stderr.splitlines() if line.strip()]
-    why = tail[-1] if tail else f"exit code {done.returncode}"
-    return ChildAnswer(None, one_line(why)[:300])
-
-
-def _forge_child(role: str, spec: GenerateSpec, timeout: float, *extra: str) -> ChildAnswer:
-    command = [sys.executable, "-c", CHILD_MAIN, role, json.dumps(asdict(spec)), *extra]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(spec.threads),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    scratch = None
-    if role == "hf-static":
-        # A fresh inductor cache: a warm one would turn the compile into a cache hit.
-        scratch = tempfile.mkdtemp(prefix="forge-bench-generate-inductor-")
-        env["TORCHINDUCTOR_CACHE_DIR"] = scratch
-    try:
-        return run_child(command, env, timeout, spec.threads)
+        payload = child.answer()
+        return ChildAnswer(payload, child.error)
     finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        child.close()
 
 
-def _genai_child(python: Path, args: list[str], threads: int, timeout: float) -> ChildAnswer:
+def _forge_command(role: str, spec: GenerateSpec, *extra: str) -> list[str]:
+    return [sys.executable, "-c", CHILD_MAIN, role, json.dumps(asdict(spec)), *extra]
+
+
+def _forge_env(spec: GenerateSpec) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": str(spec.threads), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _genai_command(python: Path, *args: str) -> list[str]:
     # -I: nothing of Forge's venv (PYTHONPATH, user site) leaks into the GenAI venv.
+    return [str(python), "-I", "-c", genai_program(), *args]
+
+
+def _genai_env(threads: int) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("PYTHON") and key != "VIRTUAL_ENV"
     }
-    env |= {
+    return env | {
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    return run_child([str(python), "-I", "-c", genai_program(), *args], env, timeout, threads)
 
 
-def _result(answer: ChildAnswer, backend: str) -> RowResult:
-    if answer.payload is None:
-        return RowResult(backend, skipped=f"failed: {answer.error}")
-    return RowResult(**answer.payload)
+class RowChild:
+    """One row's child, ready to generate and kept alive between its calls."""
+
+    def __init__(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        spec: GenerateSpec,
+        timeout: float,
+        scratch: str | None = None,
+    ):
+        self.scratch = scratch
+        """A folder of the child's own (HF static's inductor cache), removed with it."""
+        self.child = Child(command, env, MARKER, timeout, spec.threads)
+        self.ready: dict[str, Any] | None = self.child.answer()
+        """What it printed once ready, or None (then `error` says why)."""
+        self.calls: list[dict[str, Any]] = []
+        """Every `generate` call's answer, the warm-up first."""
+
+    @property
+    def error(self) -> str:
+        return self.child.error
+
+    def call(self) -> bool:
+        """One `generate` call into `calls`; False when the child failed."""
+        answer = self.child.ask("round")
+        if answer is None:
+            return False
+        self.calls.append(answer)
+        return True
+
+    def close(self) -> None:
+        self.child.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
 
-def run_genai_rows(
+def finish_row(result: RowResult, calls: Sequence[dict[str, Any]]) -> RowResult:
+    """`result` with the figures of its calls (the first is the warm-up)."""
+    timed = calls[1:]
+    result.ttft_ms = [c["ttft_ms"] for c in timed]
+    result.decode_tps = [c["decode_tps"] for c in timed]
+    result.tokens = list(timed[0]["tokens"])
+    result.peak_rss = max([result.peak_rss, *(c.get("peak_rss", 0) for c in calls)])
+    if result.backend == "hf-static":
+        later = statistics.median(c["seconds"] for c in timed)
+        result.ready_seconds = max(calls[0]["seconds"] - later, 0.0)
+        result.detail = (
+            f"cache_implementation='static', torch.compile(model.forward, fullgraph=True) "
+            f"(inductor); first generate {calls[0]['seconds']:.2f} s, later ones {later:.2f} s"
+        )
+    differing = sum(1 for c in timed if list(c["tokens"]) != result.tokens)
+    if differing:
+        result.detail += f"; {differing} round(s) gave other tokens"
+    own = [c["own"] for c in timed if c.get("own")]
+    if own:
+        result.detail += (
+            f"; its own stats: prefill {statistics.median(p for p, _ in own):.1f} ms, "
+            f"decode {statistics.median(t for _, t in own):.1f} tokens/s"
+        )
+    return result
+
+
+@dataclass
+class Exported:
+    """The OpenVINO GenAI rows' exports, made before any row starts."""
+
+    prompt: list[int] = field(default_factory=list)
+    rows: dict[str, tuple[Path, dict[str, Any]]] = field(default_factory=dict)
+    """Row -> (its exported folder, the export child's payload)."""
+    skipped: dict[str, RowResult] = field(default_factory=dict)
+
+
+def export_genai_rows(
     spec: GenerateSpec,
     rows: Sequence[str],
     python: Path,
+    scratch: Path,
     timeout: float,
     progress: Callable[[str], None],
-) -> dict[str, RowResult]:
-    """The OpenVINO GenAI rows: save the weights, then per row export and generate."""
+) -> Exported:
+    """Save the weights, then export each GenAI row with optimum-cli, one child at a time."""
+    exported = Exported()
     if not python.exists():
         why = f"no GenAI venv at {python} (scripts/bench_generate.sh builds it)"
-        return {row: RowResult(row, skipped=why) for row in rows}
-    results: dict[str, RowResult] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="forge-bench-genai-"))
-    try:
-        progress("saving the weights for OpenVINO GenAI (save_pretrained) ...")
-        hf_dir = scratch / "hf"
-        saved = _forge_child("save", spec, timeout, str(hf_dir))
-        if saved.payload is None:
-            why = f"failed to save the weights: {saved.error}"
-            return {row: RowResult(row, skipped=why) for row in rows}
-        prompt = saved.payload["prompt"]
-        for row in rows:
-            weight_format = ROWS[row].genai
-            out = scratch / f"ov-{weight_format}"
-            progress(
-                f"exporting {ROWS[row].label} (optimum-cli --weight-format {weight_format}) ..."
-            )
-            export_args = ["export", str(hf_dir), str(out), weight_format]
-            exported = _genai_child(python, export_args, spec.threads, timeout)
-            if exported.payload is None:
-                results[row] = RowResult(row, skipped=f"export failed: {exported.error}")
-                continue
-            progress(f"generating with {ROWS[row].label} ...")
-            run_args = ["run", str(out), json.dumps(asdict(spec)), json.dumps(prompt)]
-            ran = _genai_child(python, run_args, spec.threads, timeout)
-            shutil.rmtree(out, ignore_errors=True)
-            if ran.payload is None:
-                results[row] = RowResult(row, skipped=f"failed: {ran.error}")
-                continue
-            results[row] = _genai_result(row, spec, prompt, exported.payload, ran.payload)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return results
+        exported.skipped = {row: RowResult(row, skipped=why) for row in rows}
+        return exported
+    progress("saving the weights for OpenVINO GenAI (save_pretrained) ...")
+    hf_dir = scratch / "hf"
+    saved = run_child(
+        _forge_command("save", spec, str(hf_dir)), _forge_env(spec), timeout, spec.threads
+    )
+    if saved.payload is None:
+        why = f"failed to save the weights: {saved.error}"
+        exported.skipped = {row: RowResult(row, skipped=why) for row in rows}
+        return exported
+    exported.prompt = saved.payload["prompt"]
+    for row in rows:
+        weight_format = ROWS[row].genai
+        out = scratch / f"ov-{weight_format}"
+        progress(f"exporting {ROWS[row].label} (optimum-cli --weight-format {weight_format}) ...")
+        command = _genai_command(python, "export", str(hf_dir), str(out), weight_format)
+        answer = run_child(command, _genai_env(spec.threads), timeout, spec.threads)
+        if answer.payload is None:
+            exported.skipped[row] = RowResult(row, skipped=f"export failed: {answer.error}")
+            continue
+        exported.rows[row] = (out, answer.payload)
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    return exported
 
 
-def _genai_result(
-    row: str, spec: GenerateSpec, prompt: list[int], exported: dict, ran: dict
-) -> RowResult:
+def start_row(
+    row: str, spec: GenerateSpec, python: Path, exported: Exported, timeout: float
+) -> tuple[RowChild, RowResult]:
+    """Start `row`'s child and wait until it is ready: the child and the row's result so
+    far (skipped, with the reason, when it failed)."""
+    if ROWS[row].genai:
+        out, export = exported.rows[row]
+        request = json.dumps({**asdict(spec), "prompt": exported.prompt})
+        command = _genai_command(python, "run", str(out), request)
+        child = RowChild(command, _genai_env(spec.threads), spec, timeout)
+    else:
+        env = _forge_env(spec)
+        scratch = None
+        if row == "hf-static":
+            # A fresh inductor cache: a warm one would turn the compile into a cache hit.
+            scratch = tempfile.mkdtemp(prefix="forge-bench-generate-inductor-")
+            env["TORCHINDUCTOR_CACHE_DIR"] = scratch
+        child = RowChild(_forge_command(row, spec), env, spec, timeout, scratch)
+    if child.ready is None:
+        return child, RowResult(row, skipped=f"failed: {child.error}")
+    if ROWS[row].genai:
+        return child, _genai_result(row, exported.prompt, export, child.ready)
+    return child, RowResult(**child.ready)
+
+
+def _genai_result(row: str, prompt: list[int], exported: dict, ready: dict) -> RowResult:
     export_seconds = exported["export_seconds"]
-    load_seconds = ran["load_seconds"]
+    load_seconds = ready["load_seconds"]
     detail = (
         f"optimum-cli export openvino --weight-format {ROWS[row].genai} {export_seconds:.2f} s "
         f"+ LLMPipeline load {load_seconds:.2f} s; CPU, f32 inference and KV cache, "
         "no prefix caching, token ids in (no tokenizer)"
     )
-    if ran["differing"]:
-        detail += f"; {ran['differing']} round(s) gave other tokens"
     return RowResult(
         row,
-        version=ran["version"],
+        version=ready["version"],
         ready_seconds=export_seconds + load_seconds,
-        ttft_ms=ran["ttft_ms"],
-        decode_tps=ran["decode_tps"],
-        tokens=ran["tokens"],
         prompt=prompt,
         detail=detail,
+        peak_rss=ready["peak_rss"],
     )
+
+
+def run_group(
+    group: Sequence[str],
+    spec: GenerateSpec,
+    start: Callable[[str], tuple[RowChild, RowResult]],
+    progress: Callable[[str], None],
+) -> dict[str, RowResult]:
+    """Start `group`'s rows one after the other (each compiles alone), then ask them for
+    a warm-up and `spec.rounds` timed calls in interleaved rounds, then stop them."""
+    results: dict[str, RowResult] = {}
+    children: dict[str, RowChild] = {}
+    try:
+        for row in group:
+            progress(f"compiling {ROWS[row].label} ...")
+            child, results[row] = start(row)
+            if results[row].skipped:
+                child.close()
+                continue
+            children[row] = child
+        if children:
+            progress(
+                f"generating with {', '.join(children)}: 1 warm-up and {spec.rounds} timed "
+                "round(s), interleaved ..."
+            )
+        for r in range(1 + spec.rounds):
+            for row in rotated(list(children), r):
+                if children[row].call():
+                    continue
+                why = f"failed while generating: {children[row].error}"
+                results[row] = RowResult(row, skipped=why)
+                children.pop(row).close()
+        for row, child in children.items():
+            finish_row(results[row], child.calls)
+    finally:
+        for child in children.values():
+            child.close()
+    return results
+
+
+def plan_rows(
+    spec: GenerateSpec, rows: Sequence[str], available: int | None = None
+) -> tuple[list[list[str]], str]:
+    """`rows` in groups whose children fit in memory together (`available` bytes,
+    default MemAvailable), and a note when there is more than one group."""
+    if not rows:
+        return [], ""
+    try:
+        weights = weight_bytes(spec.model, spec.tiny)
+    except ForgeError:
+        weights = None  # an unknown model: its children say so
+    available = available if available is not None else mem_available()
+    if weights is None or available is None:
+        return [list(rows)], ""
+    estimates = {row: ROWS[row].memory.estimate(weights) for row in rows}
+    budget = int(available * FIT_FRACTION)
+    groups = plan_groups(rows, estimates, budget)
+    if len(groups) == 1:
+        return groups, ""
+    return groups, sequence_note(groups, estimates, available, budget)
 
 
 def cpu_name() -> str:
@@ -651,6 +809,8 @@ class GenerateReport:
     load: tuple[float, float] = (0.0, 0.0)
     """The 1-minute load average before the first row and after the last: on a shared
     machine, other work slows every figure."""
+    notes: list[str] = field(default_factory=list)
+    """One line each: how the run was arranged where it is not the default (groups)."""
 
     def ran(self, row: str) -> RowResult | None:
         result = self.results.get(row)
@@ -669,6 +829,7 @@ class GenerateReport:
             "spec": asdict(self.spec),
             "cpu": self.cpu,
             "load_average": list(self.load),
+            "notes": self.notes,
             "rows": {
                 name: {
                     **asdict(r),
@@ -687,12 +848,15 @@ class GenerateReport:
             f"prompt of {spec.prompt_len} seeded random tokens (seed {spec.seed}), "
             f"{spec.max_new_tokens} new tokens, greedy, fp32 activations, {spec.threads} thread(s)",
             f"CPU: {self.cpu}; load average {self.load[0]:.2f} before, {self.load[1]:.2f} after",
-            f"median of {spec.rounds} round(s) after 1 warm-up; ratios: row / Forge "
+            f"median of {spec.rounds} round(s) after 1 warm-up, the rows' calls interleaved "
+            "(A B C, B C A, ...); ratios: row / Forge "
             "(ready and TTFT: lower is better; tokens/s: higher is better)",
+            *self.notes,
             "",
             f"  {'':<30}{'version':<40}{'ready':>9} {'':>7} {'TTFT':>10} {'':>7}"
-            f" {'decode':>9} {'':>7}  agree",
-            f"  {'':<30}{'':<40}{'s':>9} {'':>7} {'ms':>10} {'':>7} {'tok/s':>9}",
+            f" {'decode':>9} {'':>7} {'peak RSS':>9}  agree",
+            f"  {'':<30}{'':<40}{'s':>9} {'':>7} {'ms':>10} {'':>7} {'tok/s':>9} {'':>7}"
+            f" {'MiB':>9}",
         ]
         forge = self.ran("forge")
         for name, r in self.results.items():
@@ -709,6 +873,7 @@ class GenerateReport:
                 f"{_cell(r.ready_seconds, '.2f', 9)} {_ratio(r.ready_seconds, ready)}"
                 f" {_cell(r.ttft, '.1f', 10)} {_ratio(r.ttft, ttft)}"
                 f" {_cell(r.tps, '.1f', 9)} {_ratio(r.tps, tps)}"
+                f" {_cell(r.peak_rss / MIB if r.peak_rss else None, '.0f', 9)}"
                 f"  {f'{agree[0]}/{agree[1]}' if agree else '-'}"
             )
         details = [(n, r.detail) for n, r in self.results.items() if r.detail and not r.skipped]
@@ -734,9 +899,12 @@ def run_generate_bench(
     genai_python: Path | None = None,
     timeout: float = 3600.0,
     progress: Callable[[str], None] | None = None,
+    available: int | None = None,
 ) -> GenerateReport:
-    """Run `rows` one after the other, each in its own child process (GenAI rows with
-    `genai_python`), and collect the report."""
+    """Run `rows`, each in its own child process (GenAI rows with `genai_python`, their
+    exports first): the children compile one after the other, then generate in
+    interleaved rounds; rows that do not fit in memory together (`available` bytes,
+    default MemAvailable) run in groups one after another. Collect the report."""
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         known = ", ".join(ROWS)
@@ -755,16 +923,28 @@ def run_generate_bench(
     say = progress or (lambda _: None)
     load_before = os.getloadavg()[0]
     wanted = [r for r in ROWS if r in rows]  # the table's order
+    python = genai_python or default_genai_python()
+    scratch = Path(tempfile.mkdtemp(prefix="forge-bench-generate-"))
     results: dict[str, RowResult] = {}
-    for row in [r for r in wanted if not ROWS[r].genai]:
-        say(f"running {ROWS[row].label} ...")
-        results[row] = _result(_forge_child(row, spec, timeout), row)
-    genai = [r for r in wanted if ROWS[r].genai]
-    if genai:
-        python = genai_python or default_genai_python()
-        results |= run_genai_rows(spec, genai, python, timeout, say)
+    try:
+        exported = Exported()
+        genai = [r for r in wanted if ROWS[r].genai]
+        if genai:
+            exported = export_genai_rows(spec, genai, python, scratch, timeout, say)
+            results |= exported.skipped
+        groups, note = plan_rows(spec, [r for r in wanted if r not in results], available)
+        if note:
+            say(note)
+        for group in groups:
+            start = functools.partial(
+                start_row, spec=spec, python=python, exported=exported, timeout=timeout
+            )
+            results |= run_group(group, spec, start, say)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     prompts = {tuple(r.prompt) for r in results.values() if not r.skipped}
     if len(prompts) > 1:
         raise ForgeError("the rows were fed different prompts (the seeded prompt is not stable)")
     load = (load_before, os.getloadavg()[0])
-    return GenerateReport(spec, cpu_name(), {r: results[r] for r in wanted}, load)
+    notes = [note] if note else []
+    return GenerateReport(spec, cpu_name(), {r: results[r] for r in wanted}, load, notes)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,14 @@ from forge.devtools.bench_generate import (
     MARKER,
     GenerateReport,
     GenerateSpec,
+    RowChild,
+    RowResult,
+    finish_row,
     genai_program,
+    plan_rows,
     run_child,
     run_generate_bench,
+    run_group,
     timing,
 )
 from forge.diagnostics import ForgeError
@@ -134,3 +140,90 @@ def test_children_run_on_as_many_cores_as_threads() -> None:
     for cores, seen in ((1, 1), (None, len(os.sched_getaffinity(0)))):
         answer = run_child([sys.executable, "-c", probe], dict(os.environ), 60, cores)
         assert answer.payload == seen
+
+
+def test_rows_report_their_peak_rss(report: GenerateReport) -> None:
+    for name in ("forge", "eager"):
+        row = report.ran(name)
+        assert row is not None and row.peak_rss >= row.rss_ready > 0
+    assert "peak RSS" in report.format()
+
+
+# A row's child in miniature: ready at once, then one answer per `round` with the time
+# it answered; `fail_at` makes it die at that round. Real processes, the real protocol.
+FAKE_ROW = """
+import json, sys, time
+marker, fail_at = sys.argv[1], int(sys.argv[2])
+print(marker + json.dumps({"backend": sys.argv[3]}), flush=True)
+for k, line in enumerate(sys.stdin):
+    if k == fail_at:
+        sys.exit("generation broke")
+    at = time.monotonic()
+    print(marker + json.dumps({"tokens": [1, 2], "seconds": 0.1, "ttft_ms": 5.0 + k,
+                               "decode_tps": 100.0, "at": at}), flush=True)
+"""
+
+
+def _fake_start(fail: dict[str, int]) -> Callable[[str], tuple[RowChild, RowResult]]:
+    def start(row: str) -> tuple[RowChild, RowResult]:
+        command = [sys.executable, "-c", FAKE_ROW, MARKER, str(fail.get(row, -1)), row]
+        child = RowChild(command, dict(os.environ), SPEC, 60)
+        return child, RowResult(**child.ready)
+
+    return start
+
+
+def test_rows_generate_in_interleaved_rounds() -> None:
+    spec = GenerateSpec("gpt2", tiny=True, rounds=3, threads=1)
+    calls: dict[str, list[float]] = {}
+    start = _fake_start({})
+
+    def recording(row: str) -> tuple[RowChild, RowResult]:
+        child, result = start(row)
+        calls[row] = child.calls  # the list run_group appends each answer to
+        return child, result
+
+    results = run_group(["forge", "eager", "genai-fp32"], spec, recording, lambda _: None)
+    assert all(len(c) == 1 + spec.rounds for c in calls.values())
+    order = sorted((c["at"], row) for row, answers in calls.items() for c in answers)
+    rounds = [[row for _, row in order[k : k + 3]] for k in range(0, len(order), 3)]
+    # every row once per round, who goes first rotating
+    assert rounds == [
+        ["forge", "eager", "genai-fp32"],
+        ["eager", "genai-fp32", "forge"],
+        ["genai-fp32", "forge", "eager"],
+        ["forge", "eager", "genai-fp32"],
+    ]
+    for row in calls:
+        assert results[row].ttft_ms == [6.0, 7.0, 8.0]  # the warm-up (5.0) is not timed
+        assert results[row].tokens == [1, 2]
+
+
+def test_a_row_that_dies_while_generating_says_why_and_the_others_go_on() -> None:
+    spec = GenerateSpec("gpt2", tiny=True, rounds=2, threads=1)
+    results = run_group(["forge", "eager"], spec, _fake_start({"eager": 1}), lambda _: None)
+    assert results["eager"].skipped == "failed while generating: generation broke"
+    assert results["forge"].ttft_ms == [6.0, 7.0] and not results["forge"].skipped
+
+
+def test_hf_static_ready_is_the_first_calls_extra_time() -> None:
+    calls = [
+        {"tokens": [3], "seconds": 9.0, "ttft_ms": 1.0, "decode_tps": 1.0},
+        {"tokens": [3], "seconds": 2.0, "ttft_ms": 1.0, "decode_tps": 1.0},
+        {"tokens": [4], "seconds": 4.0, "ttft_ms": 1.0, "decode_tps": 1.0},
+    ]
+    result = finish_row(RowResult("hf-static"), calls)
+    assert result.ready_seconds == pytest.approx(6.0)  # 9 s against the later median 3 s
+    assert "first generate 9.00 s, later ones 3.00 s" in result.detail
+    assert "1 round(s) gave other tokens" in result.detail
+
+
+def test_rows_that_do_not_fit_together_run_in_groups_with_a_note() -> None:
+    spec = GenerateSpec("gpt2", tiny=False)
+    rows = ["forge", "genai-fp32", "genai-int8"]
+    groups, note = plan_rows(spec, rows, available=64 * 1024**3)
+    assert groups == [rows] and note == ""
+    groups, note = plan_rows(spec, rows, available=int(2.5 * 1024**3))
+    assert len(groups) > 1 and sorted(r for g in groups for r in g) == sorted(rows)
+    assert note.startswith("memory: all together would take about") and "groups" in note
+    assert plan_rows(GenerateSpec("no-such-model"), rows, available=1) == ([rows], "")
