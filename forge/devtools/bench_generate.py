@@ -95,6 +95,11 @@ class Row:
     def forge(self) -> bool:
         return self.name.startswith("forge")
 
+    @property
+    def int8(self) -> bool:
+        """Whether its weights are int8 (then it is compared with the int8 rows)."""
+        return "int8" in (self.precision, self.genai)
+
 
 FOOTPRINTS: dict[str, Footprint] = {
     # Measured on GPT-2 (475 MiB of fp32 weights, prompt 100, 32 new tokens, `bash
@@ -764,9 +769,12 @@ def plan_rows(
     spec: GenerateSpec, rows: Sequence[str], available: int | None = None
 ) -> tuple[list[list[str]], str]:
     """`rows` in groups whose children fit in memory together (`available` bytes,
-    default MemAvailable), and a note when there is more than one group."""
+    default MemAvailable), and a note when there is more than one group. The fp32 rows
+    are grouped first, then the int8 ones: a row shares its group with the rows it is
+    compared with where memory allows."""
     if not rows:
         return [], ""
+    rows = sorted(rows, key=lambda row: ROWS[row].int8)
     try:
         weights = weight_bytes(spec.model, spec.tiny)
     except ForgeError:

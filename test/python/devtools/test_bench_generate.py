@@ -227,3 +227,7 @@ def test_rows_that_do_not_fit_together_run_in_groups_with_a_note() -> None:
     assert len(groups) > 1 and sorted(r for g in groups for r in g) == sorted(rows)
     assert note.startswith("memory: all together would take about") and "groups" in note
     assert plan_rows(GenerateSpec("no-such-model"), rows, available=1) == ([rows], "")
+    # fp32 rows grouped before int8 ones, whatever the table's order
+    rows = ["forge", "forge-int8-dq", "genai-fp32", "genai-int8"]
+    groups, _ = plan_rows(spec, rows, available=int(3.5 * 1024**3))
+    assert groups == [["forge"], ["genai-fp32"], ["forge-int8-dq", "genai-int8"]]
