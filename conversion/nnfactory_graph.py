@@ -499,7 +499,7 @@ def _cache_key(
         precision,
         os.environ.get("NNFACTORY_SNIPPETS_MODE"),
         os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
-        _ACTIVATIONS_APART.get(),
+        _LINEAR_KERNELS.get(),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -573,37 +573,48 @@ def dynamic_quantization(enabled: bool) -> contextlib.AbstractContextManager[Non
     return _nnfactory_env("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", str(group))
 
 
-ActivationRule = tuple[tuple[int, bool], ...]
-"""(rows, keep apart?) per measured row count (`forge.transforms.host_profile.
-ActivationTiming`); a linear takes the nearest one's answer (log scale), none: fused."""
+KernelRule = tuple[tuple[int, str], ...]
+"""(rows, kernel) per measured row count (`forge.transforms.host_profile.KernelTiming`),
+kernel one of `LINEAR_KERNELS`; a linear takes the nearest one's (log scale), none
+measured: "fused"."""
 
-_ACTIVATIONS_APART: contextvars.ContextVar[ActivationRule] = contextvars.ContextVar(
-    "activations_apart", default=()
+LINEAR_KERNELS = ("fused", "apart", "onednn")
+"""How an fp32 linear reaches OpenVINO. "fused": as it is (OpenVINO fuses an activation
+into the FullyConnected, which then runs oneDNN's kernel; a plain linear runs MLAS).
+"apart": activations kept out of the FullyConnected, so every linear runs MLAS.
+"onednn": activations fused and every plain linear given an exact post-op, so every
+linear runs oneDNN's kernel."""
+
+_LINEAR_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
+    "linear_kernels", default=()
 )
 
 
 @contextlib.contextmanager
-def activations_apart(rule: ActivationRule) -> Iterator[None]:
-    """Graphs built inside keep the activation of an fp32 `npu.fused_linear` out of
-    OpenVINO's FullyConnected where `rule` says so for its row count.
+def linear_kernels(rule: KernelRule) -> Iterator[None]:
+    """Graphs built inside lower each fp32 linear for the kernel `rule` gives its row
+    count (`LINEAR_KERNELS`).
 
-    OpenVINO fuses an activation right after a MatMul into its FullyConnected node as
-    a post-op, and a FullyConnected with post-ops cannot take its MLAS kernel: with
-    fp32 weights it runs oneDNN's brgemm instead, which reads the weights of a
-    one-row (decode) product about 20% slower here (AMD EPYC, 2 cores: 12 GPT-2 MLPs
-    8.5 -> 7.0 ms, 3 Llama-3.2-1B MLPs 21.0 -> 18.3 ms) and is as fast for a prompt.
-    Which kernel wins is the host's to say (`forge doctor --profile` measures it)."""
-    token = _ACTIVATIONS_APART.set(tuple(rule))
+    A FullyConnected with a post-op (a fused activation) cannot take OpenVINO's MLAS
+    kernel: with fp32 weights it runs oneDNN's brgemm/brgconv instead. Which wins
+    depends on the host and the rows: on an AMD EPYC Zen 4 (2 cores) MLAS reads a
+    one-row (decode) product's weights about 20% faster (12 GPT-2 MLPs 8.5 -> 7.0 ms),
+    and oneDNN computes a 100-row (prompt) product about 12% faster (24 GPT-2 linears
+    55.0 -> 48.4 ms). `forge doctor --profile` measures it."""
+    unknown = [kernel for _rows, kernel in rule if kernel not in LINEAR_KERNELS]
+    if unknown:
+        raise ForgeError(f"unknown linear kernel(s) {', '.join(unknown)}")
+    token = _LINEAR_KERNELS.set(tuple(rule))
     try:
         yield
     finally:
-        _ACTIVATIONS_APART.reset(token)
+        _LINEAR_KERNELS.reset(token)
 
 
-def keeps_activation_apart(rule: ActivationRule, rows: int) -> bool:
-    """`rule`'s answer for a product of `rows` rows: the nearest measured row count's."""
+def linear_kernel(rule: KernelRule, rows: int) -> str:
+    """`rule`'s kernel for a product of `rows` rows: the nearest measured row count's."""
     if not rule:
-        return False
+        return "fused"
     nearest = min(rule, key=lambda bucket: abs(math.log(max(rows, 1) / max(bucket[0], 1))))
     return nearest[1]
 
@@ -950,34 +961,37 @@ def lower_matmul(b: GraphBuilder, op: npu.MatmulOp) -> Node:
 
 def lower_linear(b: GraphBuilder, op: npu.LinearOp) -> Node:
     b.require_float(op)
-    return b.linear(op.input, op.weight, op.bias, weight_in_out=False)
+    y = b.linear(op.input, op.weight, op.bias, weight_in_out=False)
+    return _onednn_switch(b, y) if _linear_kernel(b, op) == "onednn" else y
 
 
 def lower_addmm(b: GraphBuilder, op: npu.AddmmOp) -> Node:
     b.require_float(op)
-    return b.linear(op.input, op.weight, op.bias, weight_in_out=True)
+    y = b.linear(op.input, op.weight, op.bias, weight_in_out=True)
+    return _onednn_switch(b, y) if _linear_kernel(b, op) == "onednn" else y
 
 
 def lower_fused_linear(b: GraphBuilder, op: npu.FusedLinearOp) -> Node:
     b.require_float(op)
     y = b.linear(op.input, op.weight, op.bias, weight_in_out=op.weight_in_out is not None)
     activation = ACTIVATIONS[op.activation.data]
+    kernel = _linear_kernel(b, op)
     if activation is None:
-        return y
-    if _activation_apart(b, op):
+        return _onednn_switch(b, y) if kernel == "onednn" else y
+    if kernel == "apart":
         y = _fusion_barrier(b, y)
     return getattr(b.factory, activation)(y)
 
 
-def _activation_apart(b: GraphBuilder, op: npu.FusedLinearOp) -> bool:
-    """Keep the activation out of the FullyConnected (`activations_apart`): only with
-    fp32 weights (MLAS takes no other) in an fp32 graph."""
+def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> str:
+    """The kernel `linear_kernels` asks for: only fp32 weights in an fp32 graph have a
+    choice (MLAS takes no other)."""
     if b.float_dtype is not np.float32 or b.storages.get(op.weight, "float") != "float":
-        return False
-    return keeps_activation_apart(_ACTIVATIONS_APART.get(), linear_rows(op))
+        return "fused"
+    return linear_kernel(_LINEAR_KERNELS.get(), linear_rows(op))
 
 
-def linear_rows(op: npu.FusedLinearOp) -> int:
+def linear_rows(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
     """The rows of a linear's product (its input's dims but the last)."""
     return math.prod(_shape(op.input)[:-1])
 
@@ -987,6 +1001,14 @@ def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:
     Add of a node with itself is no FullyConnected post-op, so OpenVINO keeps the
     MatMul apart and fuses the halving and the activation into one small Eltwise."""
     return b.factory.eltwise_mul(b.factory.eltwise_add(y, y), b.constant(0.5))
+
+
+def _onednn_switch(b: GraphBuilder, y: Node) -> Node:
+    """`PRelu(y, 1)`, which is `y` bit for bit (NaN and infinities included): a post-op
+    OpenVINO fuses into the FullyConnected, which then runs oneDNN's kernel, not MLAS.
+    (A Multiply by ones or an Add of zeros is not fused; a Clamp to the float range
+    would turn NaN into a number.)"""
+    return b.factory.prelu(y, b.constant(np.ones(1)))
 
 
 # ----------------------------------------------------- normalization, reductions
@@ -1129,15 +1151,16 @@ def resolve_lowering(lowering: Lowering) -> LoweringFunction:
 
 
 __all__ = [
+    "LINEAR_KERNELS",
     "STATS",
     "CacheStats",
     "NoNpuLowering",
     "Segment",
-    "activations_apart",
     "build_segment",
     "clear_cache",
     "dynamic_quantization",
-    "keeps_activation_apart",
+    "linear_kernel",
+    "linear_kernels",
     "linear_rows",
     "segment_boundary",
 ]

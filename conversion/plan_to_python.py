@@ -53,8 +53,8 @@ from forge.conversion.nnfactory_graph import (
     GraphInput,
     NoNpuLowering,
     Segment,
-    activations_apart,
     build_segment,
+    linear_kernels,
     segment_boundary,
 )
 from forge.conversion.segments import (
@@ -701,7 +701,7 @@ def plan_to_python(
     Arguments from `num_inputs` on are the weights (by default those from the first
     whose name has a dot on, as the importer names them by state-dict key). With a host
     `profile` the graphs are built as `compile_model` builds them with it (its rule for
-    linear activations, `activations_apart`); without, in OpenVINO's default form."""
+    the linears' kernels, `linear_kernels`); without, in OpenVINO's default form."""
     if precision not in PRECISIONS:
         raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     if granularity not in GRANULARITIES:
@@ -712,7 +712,7 @@ def plan_to_python(
         raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
-    rule = load_profile(profile).activation_rule() if profile else ()
+    rule = load_profile(profile).kernel_rule() if profile else ()
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -758,7 +758,7 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording(trace), activations_apart(rule):
+                with _recording(trace), linear_kernels(rule):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:

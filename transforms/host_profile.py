@@ -77,25 +77,30 @@ class OpTiming:
 
 
 @dataclass(frozen=True)
-class ActivationTiming:
-    """A linear with its activation in one NNFactory graph, fused into OpenVINO's
-    FullyConnected and kept apart (`forge.conversion.nnfactory_graph.activations_apart`),
-    at one row count."""
+class KernelTiming:
+    """A linear + activation MLP in one NNFactory graph in each form of
+    `forge.conversion.nnfactory_graph.LINEAR_KERNELS`, at one row count: "fused"
+    (OpenVINO's own), "apart" (every linear on MLAS), "onednn" (every linear on
+    oneDNN); None where a profile did not measure it."""
 
     rows: int
     fused_ms: float
     apart_ms: float
+    onednn_ms: float | None = None
 
     @property
-    def apart(self) -> bool:
-        """Apart wins by `ACTIVATION_MARGIN` at least (else OpenVINO's default stays)."""
-        return self.apart_ms < self.fused_ms * (1 - ACTIVATION_MARGIN)
+    def kernel(self) -> str:
+        """The fastest form where it beats OpenVINO's own by `KERNEL_MARGIN`, else
+        "fused"."""
+        others = [(ms, name) for name, ms in (("apart", self.apart_ms), ("onednn", self.onednn_ms))]
+        ms, name = min((ms, name) for ms, name in others if ms is not None)
+        return name if ms < self.fused_ms * (1 - KERNEL_MARGIN) else "fused"
 
 
-ACTIVATION_MARGIN = 0.05
-"""How much faster keeping activations apart must measure: the graph differs in one
-kernel, so noise matters less than for a device move (`MARGIN`), but a tie keeps the
-fused form OpenVINO chose."""
+KERNEL_MARGIN = 0.05
+"""How much faster another kernel must measure than OpenVINO's own choice: the graphs
+differ in kernels only, so noise matters less than for a device move (`MARGIN`), but a
+tie keeps the form OpenVINO chose."""
 
 
 @dataclass(frozen=True)
@@ -148,8 +153,8 @@ class HostProfile:
     settings: Mapping[str, Any] | None = None
     """Measured OpenVINO/torch settings (threads, hint), for `forge doctor`."""
     build_seconds: float = 0.0
-    activations: tuple[ActivationTiming, ...] = ()
-    """Linear + activation fused vs apart, by row count (none measured: fused)."""
+    kernels: tuple[KernelTiming, ...] = ()
+    """Linear kernels timed by row count (none measured: OpenVINO's own, "fused")."""
     split_ms: float | None = None
     """What splitting one graph in two cost (`transition_measured`: two segments' time
     minus one's), without the device switch; None in profiles that do not say."""
@@ -163,9 +168,10 @@ class HostProfile:
         bucket = max(self.linears, key=lambda b: b.gflop)
         return bucket.gflop / max(bucket.npu_ms, 1e-6) * 1e3
 
-    def activation_rule(self) -> tuple[tuple[int, bool], ...]:
-        """(rows, keep apart?) per measured row count, as conversion reads it."""
-        return tuple((a.rows, a.apart) for a in self.activations)
+    def kernel_rule(self) -> tuple[tuple[int, str], ...]:
+        """(rows, kernel) per measured row count, as conversion reads it
+        (`forge.conversion.nnfactory_graph.linear_kernels`)."""
+        return tuple((k.rows, k.kernel) for k in self.kernels)
 
     def linear_estimate(
         self, rows: int, in_features: int, out_features: int, hops: int
@@ -262,11 +268,15 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         for o in _list(data, "ops", where)
     )
     settings = data.get("settings")
-    activations = tuple(
-        ActivationTiming(
-            _count(a, "rows", where), _number(a, "fused_ms", where), _number(a, "apart_ms", where)
+    # "activations": profiles of suite 4, which timed the fused and apart forms only.
+    kernels = tuple(
+        KernelTiming(
+            _count(k, "rows", where),
+            _number(k, "fused_ms", where),
+            _number(k, "apart_ms", where),
+            _number(k, "onednn_ms", where) if "onednn_ms" in k else None,
         )
-        for a in _list(data, "activations", where)
+        for k in _list(data, "kernels" if "kernels" in data else "activations", where)
     )
     measured = data.get("transition_measured")
     split_ms = None
@@ -281,7 +291,7 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
         ops,
         settings if isinstance(settings, dict) else None,
         float(data.get("build_seconds", 0.0) or 0.0),
-        activations,
+        kernels,
         split_ms,
     )
 

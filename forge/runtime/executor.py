@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import resource
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -35,13 +36,13 @@ from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel, wants_threads
 from forge.conversion.nnfactory_graph import (
-    ActivationRule,
+    KernelRule,
     NoNpuLowering,
     Segment,
-    activations_apart,
     build_segment,
     dynamic_quantization,
-    keeps_activation_apart,
+    linear_kernel,
+    linear_kernels,
     linear_rows,
 )
 from forge.conversion.segments import (
@@ -161,7 +162,7 @@ class CompiledNPUExecutor:
             raise ForgeError(
                 f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
             )
-        start = time.perf_counter()
+        start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         check_schedule(function)
         check_memory(function, allocation.planned_bytes if allocation else None, num_inputs)
         args = function.body.block.args
@@ -218,6 +219,12 @@ class CompiledNPUExecutor:
         """NNFactory build+compile time of the graphs this executor compiled (cache hits
         cost nothing)."""
         self.build_seconds = time.perf_counter() - start
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        self.build_kernel_seconds = now.ru_stime - usage.ru_stime
+        """Of the build, CPU time the process spent in the kernel (every thread)."""
+        self.build_page_faults = now.ru_minflt - usage.ru_minflt
+        """Minor page faults during the build: first touches of new memory, mostly
+        OpenVINO's packed copies of the weights (a page each)."""
         self.stats = ExecutionStats()
         self.total_stats = ExecutionStats()
         self.released_bytes = 0
@@ -446,6 +453,12 @@ class CompileReport:
     """A miss: writing the entry (checksums of OpenVINO's blobs included)."""
     plan_summary: dict[str, Any] | None = None
     """On a hit, the stored figures of the plan (`compile_cache.plan_summary`)."""
+    conversion_kernel_seconds: float = 0.0
+    """CPU time in the kernel during the conversion (all threads): on a host where new
+    memory is slow to touch (a VM whose free pages go back to the hypervisor), most of a
+    large model's conversion."""
+    conversion_page_faults: int = 0
+    """Minor page faults during the conversion (first touches of new memory)."""
 
     @property
     def total_seconds(self) -> float:
@@ -473,6 +486,12 @@ class CompileReport:
             f"  {'  of which NNFactory':<20}{self.nnfactory_compile_seconds:>9.3f} s "
             f"({self.segments} segment(s))"
         )
+        if self.conversion_page_faults:
+            lines.append(
+                f"  {'  in the kernel':<20}{self.conversion_kernel_seconds:>9.3f} s "
+                f"(CPU time, all threads; {self.conversion_page_faults:,} minor page "
+                "faults: first touches of new memory)"
+            )
         if self.cache != "off":
             lines.append(f"  {'cache key':<20}{self.cache_key_seconds:>9.3f} s")
             stage = ("cache load", self.cache_load_seconds)
@@ -586,9 +605,9 @@ def compile_model(
     )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    rule, note = _activation_rule(program.function, load_profile(profile), precision)
+    rule, note = _kernel_rule(program.function, load_profile(profile), precision)
     notes += [note] if note else []
-    with dynamic_quantization(dynamic_quantized), activations_apart(rule):
+    with dynamic_quantization(dynamic_quantized), linear_kernels(rule):
         executor = CompiledNPUExecutor(
             program.function,
             program.weights,
@@ -604,6 +623,8 @@ def compile_model(
         phase34_seconds=report.phase34_seconds,
         conversion_seconds=executor.build_seconds,
         nnfactory_compile_seconds=executor.compile_seconds,
+        conversion_kernel_seconds=executor.build_kernel_seconds,
+        conversion_page_faults=executor.build_page_faults,
         segments=len(executor.segments),
         npu_ops=executor.npu_ops,
         fallback_ops=executor.fallback_ops,
@@ -620,34 +641,47 @@ def compile_model(
     )
 
 
-def _activation_rule(
+KERNEL_REASONS = {
+    "apart": "activations kept out of OpenVINO's FullyConnected, so that it runs MLAS",
+    "onednn": "given an exact post-op, so that OpenVINO's FullyConnected runs oneDNN",
+}
+
+
+def _kernel_rule(
     function: func.FuncOp, profile: HostProfile, precision: str
-) -> tuple[ActivationRule, str]:
-    """The host profile's rule for linear activations (`activations_apart`), and, for
-    an fp32 program, a note naming the linears it keeps apart with the times behind it."""
-    rule = profile.activation_rule()
+) -> tuple[KernelRule, str]:
+    """The host profile's kernel rule for the linears (`linear_kernels`), and, for an
+    fp32 program, a note naming the linears it moves off OpenVINO's own choice with
+    the times behind it."""
+    rule = profile.kernel_rule()
     if precision != "fp32":
         return rule, ""
-    apart = [
-        op
-        for op in function.walk()
-        if isinstance(op, npu.FusedLinearOp)
-        and op.activation.data != "none"
-        and (op.device is None or op.device.data != "cpu")
-        and keeps_activation_apart(rule, linear_rows(op))
-    ]
-    if not apart:
+    moved: dict[str, list[int]] = {}
+    for op in function.walk():
+        if not isinstance(op, npu.WEIGHTED_LINEAR_OPS) or _on_cpu(op):
+            continue
+        kernel = linear_kernel(rule, linear_rows(op))
+        activation = isinstance(op, npu.FusedLinearOp) and op.activation.data != "none"
+        if kernel == ("apart" if activation else "onednn"):  # else OpenVINO's own kernel
+            moved.setdefault(kernel, []).append(linear_rows(op))
+    if not moved:
         return rule, ""
-    rows = sorted({linear_rows(op) for op in apart})
+    what = "; ".join(
+        f"{len(rows)} linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
+        f"{KERNEL_REASONS[kernel]}"
+        for kernel, rows in moved.items()
+    )
     measured = ", ".join(
-        f"{a.rows} row(s) fused {a.fused_ms:.3g} ms vs apart {a.apart_ms:.3g} ms"
-        for a in profile.activations
+        f"{k.rows} row(s) OpenVINO's own {k.fused_ms:.3g} ms, all MLAS {k.apart_ms:.3g} ms"
+        + (f", all oneDNN {k.onednn_ms:.3g} ms" if k.onednn_ms is not None else "")
+        for k in profile.kernels
     )
-    return rule, (
-        f"{len(apart)} linear activation(s) at {', '.join(map(str, rows))} row(s) kept out "
-        f"of OpenVINO's FullyConnected, so that it can take its MLAS kernel (host profile: "
-        f"{measured})"
-    )
+    return rule, f"{what} (host profile: {measured})"
+
+
+def _on_cpu(op: Operation) -> bool:
+    device = getattr(op, "device", None)
+    return device is not None and device.data == "cpu"
 
 
 def _release_when_collected(
@@ -680,8 +714,8 @@ def _from_cache(
     """The executor of a cache entry: its planned IR, the model's own tensors (the
     entry's key holds the profile's digest: the same rule as when it was stored)."""
     function = entry_function(hit.module)
-    rule = load_profile(profile).activation_rule() if profile else ()
-    with dynamic_quantization(dynamic_quantized), activations_apart(rule):
+    rule = load_profile(profile).kernel_rule() if profile else ()
+    with dynamic_quantization(dynamic_quantized), linear_kernels(rule):
         executor = CompiledNPUExecutor(
             function,
             hit.weights,
@@ -698,6 +732,8 @@ def _from_cache(
         phase34_seconds=0.0,
         conversion_seconds=executor.build_seconds,
         nnfactory_compile_seconds=executor.compile_seconds,
+        conversion_kernel_seconds=executor.build_kernel_seconds,
+        conversion_page_faults=executor.build_page_faults,
         segments=len(executor.segments),
         npu_ops=executor.npu_ops,
         fallback_ops=executor.fallback_ops,

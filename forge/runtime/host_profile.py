@@ -41,7 +41,7 @@ from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.nnfactory_backend import PACKAGE
-from forge.conversion.nnfactory_graph import activations_apart, build_segment
+from forge.conversion.nnfactory_graph import LINEAR_KERNELS, build_segment, linear_kernels
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
@@ -59,7 +59,7 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "4"
+SUITE = "5"
 """The suite's own version: changing what it measures invalidates every cached profile."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
@@ -74,12 +74,12 @@ LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
 """(rows, in, out, label): decode (1 row) and prefill (128 rows) linears of GPT-2- and
 Llama-sized models; a label with `head` is a vocabulary head (one transition)."""
 
-ACTIVATION_BUCKETS: tuple[tuple[int, int], ...] = ((1, 4), (128, 1))
-"""(rows, MLP layers) at which a linear's activation is timed fused into OpenVINO's
-FullyConnected and kept apart: a decode step's product reads its weights (four GPT-2
-MLPs, 75 MB, more than a cache holds), a prompt's computes (one is enough)."""
+KERNEL_BUCKETS: tuple[tuple[int, int], ...] = ((1, 4), (128, 1))
+"""(rows, MLP layers) at which the linear kernels are timed against each other: a
+decode step's product reads its weights (four GPT-2 MLPs, 75 MB, more than a cache
+holds), a prompt's computes (one is enough)."""
 
-ACTIVATION_ROUND_SECONDS = 1.0
+KERNEL_ROUND_SECONDS = 1.0
 
 SWITCH_BUCKET = "128x2048x2048"
 """The linear bucket `switch_penalties` is measured on."""
@@ -90,8 +90,8 @@ the suite stays near 5 s, within the 10 s it may take even on a busy machine."""
 MIN_ROUNDS = 3
 MAX_ROUNDS = 40
 
-Pair = tuple[Callable[[], Any], Callable[[], Any]]
-"""What one comparison times: (the NNFactory side, the CPU side)."""
+Pair = tuple[Callable[[], Any], ...]
+"""What one comparison times: (the NNFactory side, the CPU side), or several graphs."""
 
 
 # --------------------------------------------------------------------- the key
@@ -157,32 +157,32 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 # ---------------------------------------------------------------- measurement
 
 
-def _rounds(
-    pairs: dict[str, Pair], seconds: float = ROUND_SECONDS
-) -> dict[str, tuple[float, float]]:
+def _rounds(pairs: dict[str, Pair], seconds: float = ROUND_SECONDS) -> dict[str, tuple[float, ...]]:
     """The fastest ms of each side of each pair, over rounds that run every pair once.
-    Within a round every first side runs, then every second side, each block after an
-    untimed call of its first function: an op in an NNFactory graph follows graph work
-    and a CPU kernel follows CPU work, as they run in a plan (what switching devices
-    costs is `switch_penalties`' to measure). Rounds spread each pair's samples over
-    the whole suite, so a burst of load from other processes cannot spoil every
-    sample of one pair; the minimum is the figure least disturbed by them (a parallel
-    GEMM waits for its slowest thread: one busy core can double a run)."""
-    for first, second in pairs.values():
-        first()
-        second()  # warm-up: page in weights and results, let OpenVINO pick its kernels
-    best = {name: [float("inf"), float("inf")] for name in pairs}
+    Within a round every first side runs, then every second side (and so on, where
+    the pairs have more sides), each block after an untimed call of its first
+    function: an op in an NNFactory graph follows graph work and a CPU kernel follows
+    CPU work, as they run in a plan (what switching devices costs is
+    `switch_penalties`' to measure). Rounds spread each pair's samples over the whole
+    suite, so a burst of load from other processes cannot spoil every sample of one
+    pair; the minimum is the figure least disturbed by them (a parallel GEMM waits for
+    its slowest thread: one busy core can double a run)."""
+    sides = len(next(iter(pairs.values())))
+    for pair in pairs.values():
+        for run in pair:
+            run()  # warm-up: page in weights and results, let OpenVINO pick its kernels
+    best = {name: [float("inf")] * sides for name in pairs}
     deadline = time.perf_counter() + seconds
     rounds = 0
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() < deadline):
-        for side in (0, 1):
+        for side in range(sides):
             next(iter(pairs.values()))[side]()  # the block's device is the one running
             for name, pair in pairs.items():
                 start = time.perf_counter()
                 pair[side]()
                 best[name][side] = min(best[name][side], (time.perf_counter() - start) * 1e3)
         rounds += 1
-    return {name: (a, b) for name, (a, b) in best.items()}
+    return {name: tuple(times) for name, times in best.items()}
 
 
 def switch_penalties(npu: Callable[[], Any], cpu: Callable[[], Any]) -> tuple[float, float]:
@@ -259,10 +259,9 @@ def linear_pair(rows: int, in_features: int, out_features: int) -> Pair:
     return graph.segment(), lambda: kernel(tensor, weight)
 
 
-def activation_pair(rows: int, layers: int) -> Pair:
+def kernel_forms(rows: int, layers: int) -> Pair:
     """GPT-2-sized MLPs (768 -> 3072 with GELU, 3072 -> 768), `rows` rows, as one
-    NNFactory graph twice: the activations fused into OpenVINO's FullyConnected (its
-    default) and kept apart (`activations_apart`)."""
+    NNFactory graph in each form of `LINEAR_KERNELS`: (fused, apart, onednn)."""
     x, h = _t((rows, 768)), _t((rows, 3072))
     w1, w2 = _t((3072, 768)), _t((768, 3072))
     params = ", ".join(f"%a{i}: {w1}, %b{i}: {w2}" for i in range(layers))
@@ -281,10 +280,11 @@ def activation_pair(rows: int, layers: int) -> Pair:
     )
     shapes = [(rows, 768)] + [(3072, 768), (768, 3072)] * layers
     graph = _graph(text, shapes, 1)
-    fused = graph.segment()
-    with activations_apart(((rows, True),)):
-        apart = graph.segment()
-    return fused, apart
+    forms = []
+    for kernel in LINEAR_KERNELS:
+        with linear_kernels(((rows, kernel),)):
+            forms.append(graph.segment())
+    return tuple(forms)
 
 
 def _cpu_run(graph: _Graph) -> Callable[[], Any]:
@@ -424,11 +424,8 @@ def build_profile() -> dict[str, Any]:
         times = _rounds(pairs)
         # Graph against graph: in rounds of their own, so that neither side follows
         # the CPU kernels of the rounds above (see `switch_penalties`).
-        fusion = {
-            f"activation {rows}": activation_pair(rows, layers)
-            for rows, layers in ACTIVATION_BUCKETS
-        }
-        times.update(_rounds(fusion, ACTIVATION_ROUND_SECONDS))
+        kernels = {f"kernels {rows}": kernel_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
+        times.update(_rounds(kernels, KERNEL_ROUND_SECONDS))
         # At the largest prefill bucket (Llama's hidden size), where it costs the most.
         switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
@@ -458,12 +455,10 @@ def build_profile() -> dict[str, Any]:
                 "cpu_ms": round(cpu_ms, 4),
             }
         )
-    activations = []
-    for rows, _layers in ACTIVATION_BUCKETS:
-        fused_ms, apart_ms = times[f"activation {rows}"]
-        activations.append(
-            {"rows": rows, "fused_ms": round(fused_ms, 4), "apart_ms": round(apart_ms, 4)}
-        )
+    kernel_times = []
+    for rows, _layers in KERNEL_BUCKETS:
+        forms = dict(zip(LINEAR_KERNELS, times[f"kernels {rows}"], strict=True))
+        kernel_times.append({"rows": rows} | {f"{k}_ms": round(ms, 4) for k, ms in forms.items()})
     whole_ms, split_ms = times["transition"]
     settings: dict[str, Any] = {
         "openvino_threads": os.cpu_count() or 1,
@@ -494,7 +489,7 @@ def build_profile() -> dict[str, Any]:
         },
         "linears": linears,
         "ops": ops,
-        "activations": activations,
+        "kernels": kernel_times,
         "settings": settings,
     }
     data["build_seconds"] = round(time.perf_counter() - start, 3)
@@ -593,11 +588,11 @@ def format_profile(loaded: LoadedProfile) -> str:
             f"  measured with a load average of {s['load_average']}: other processes were "
             "busy, so times may be high; `forge doctor --profile --rebuild` measures again"
         )
-    for a in p.activations:
+    for k in p.kernels:
+        onednn = f", all oneDNN {k.onednn_ms:.3f} ms" if k.onednn_ms is not None else ""
         lines.append(
-            f"  linear + activation, {a.rows} row(s): fused into OpenVINO's FullyConnected "
-            f"{a.fused_ms:.3f} ms vs apart {a.apart_ms:.3f} ms -> "
-            f"{'apart' if a.apart else 'fused'}"
+            f"  linear kernels, {k.rows} row(s): OpenVINO's own {k.fused_ms:.3f} ms, all "
+            f"MLAS {k.apart_ms:.3f} ms{onednn} -> {k.kernel}"
         )
     lines.append(
         "  placement reads the linear rows (npu-place-devices{profile=...}); the other rows "

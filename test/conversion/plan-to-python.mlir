@@ -12,6 +12,8 @@
 // RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-apart.json" precision=int8}' | filecheck %s --check-prefix=APART-INT8
 // RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-npu.json"}' | filecheck %s --check-prefix=APART-NONE
 // RUN: not forge-opt %s -p forge-pipeline -t 'python{profile="%S/no-such-profile.json"}' 2>&1 | filecheck %s --check-prefix=APART-MISSING
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-onednn.json"}' | filecheck %s --check-prefix=ONEDNN
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-onednn.json" precision=int8}' | filecheck %s --check-prefix=ONEDNN-INT8
 
 // The GPT-2 attention sample: the split is three StridedSlices, the attention MatMul,
 // Softmax, MatMul with the keys read transposed in place (conversion/attention.py),
@@ -95,6 +97,23 @@
 // APART-INT8-NOT: np.array(0.5
 // APART-NONE-NOT: np.array(0.5
 // APART-MISSING: forge-opt: error: cannot read host profile {{.*}}no-such-profile.json: No such file or directory
+
+// With a profile that measured every linear faster on oneDNN's kernel (2 rows here),
+// the activation stays fused (oneDNN's already) and the plain linear's result goes
+// through PRelu(y, 1), bit for bit y (NaN and infinities too), which OpenVINO fuses
+// into the FullyConnected as a post-op, so that it leaves MLAS.
+// ONEDNN:      # %g = npu.fused_linear
+// ONEDNN-NEXT: t2 = f.matmul(p0, t0, False, True)
+// ONEDNN-NEXT: t3 = f.eltwise_add(t2, t1)
+// ONEDNN-NEXT: t4 = f.gelu(t3)
+// ONEDNN:      # %y = npu.linear @ line {{[0-9]+}}
+// ONEDNN-NEXT: t1 = f.matmul(p0, t0, False, True)
+// ONEDNN-NEXT: t2 = f.constant(np.array([1.0], dtype=np.float32))
+// ONEDNN-NEXT: t3 = f.prelu(t1, t2)
+// ONEDNN-NEXT: # %s = npu.softmax
+// ONEDNN-NEXT: t4 = f.softmax(t3, 1)
+// Not with int8 weights (oneDNN's is their only kernel).
+// ONEDNN-INT8-NOT: prelu
 
 // Granularity op: one segment (one dispatch) per NPU op.
 // OP:         4 steps, 3 NNFactory segment(s) of 3 op(s), 1 CPU callable(s)

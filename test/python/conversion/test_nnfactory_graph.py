@@ -21,13 +21,14 @@ from forge.conversion.nnfactory_graph import (
     STATS,
     NoNpuLowering,
     Segment,
-    activations_apart,
     build_segment,
-    keeps_activation_apart,
+    linear_kernel,
+    linear_kernels,
     quantize_int8,
     segment_boundary,
 )
 from forge.devtools.numerics import compare
+from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.reference import ReferenceExecutor
 from forge.transforms.forge_pipeline import plan
@@ -475,7 +476,7 @@ def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
     x = torch.randn(rows, 32, generator=generator) * 4
     w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
     fused = build_segment(body_ops(entry_function(parse_module(text))))
-    with activations_apart(((rows, True),)):
+    with linear_kernels(((rows, "apart"),)):
         apart = build_segment(body_ops(entry_function(parse_module(text))))
     assert apart.graph is not fused.graph
     (want,) = fused(x, w, b)
@@ -483,17 +484,54 @@ def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
     assert torch.equal(got, want)
 
 
-def test_activation_rule_takes_the_nearest_measured_rows() -> None:
-    rule = ((1, True), (128, False))
-    assert [keeps_activation_apart(rule, rows) for rows in (1, 4, 11, 12, 100, 4096)] == [
-        True,
-        True,
-        True,
-        False,
-        False,
-        False,
+LINEAR = """
+func.func @f(%x: tensor<ROWSx32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>)
+    -> tensor<ROWSx64xf32> {
+  %0 = npu.linear %x, %w, %b
+      : (tensor<ROWSx32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<ROWSx64xf32>
+  func.return %0 : tensor<ROWSx64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("rows", [1, 16])
+def test_onednn_switch_keeps_every_value(rows: int) -> None:
+    """PRelu(y, 1) after a plain linear moves it to oneDNN's kernel (another summation
+    order than MLAS: equal within fp32 rounding) and keeps NaN and infinities."""
+    text = LINEAR.replace("ROWS", str(rows))
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 32, generator=generator) * 4
+    w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
+    x[0, 0] = float("nan")
+    if rows > 1:
+        x[1, 0], x[2, :] = float("inf"), 3e38
+    mlas = build_segment(body_ops(entry_function(parse_module(text))))
+    with linear_kernels(((rows, "onednn"),)):
+        onednn = build_segment(body_ops(entry_function(parse_module(text))))
+    assert onednn.graph is not mlas.graph
+    (want,) = mlas(x, w, b)
+    (got,) = onednn(x, w, b)
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+    assert bool(got.isnan()[0].all()) and (rows == 1 or bool(got.isinf()[1:3].all()))
+    finite = want.isfinite()
+    assert torch.equal(got[~finite].isposinf(), want[~finite].isposinf())
+    torch.testing.assert_close(got[finite], want[finite], rtol=1e-5, atol=1e-4)
+    assert torch.allclose(got[finite], torch.nn.functional.linear(x, w, b)[finite], atol=1e-3)
+
+
+def test_linear_kernel_takes_the_nearest_measured_rows() -> None:
+    rule = ((1, "apart"), (128, "onednn"))
+    assert [linear_kernel(rule, rows) for rows in (1, 4, 11, 12, 100, 4096)] == [
+        "apart",
+        "apart",
+        "apart",
+        "onednn",
+        "onednn",
+        "onednn",
     ]
-    assert not keeps_activation_apart((), 1)
+    assert linear_kernel((), 1) == "fused"
+    with pytest.raises(ForgeError, match="unknown linear kernel"), linear_kernels(((1, "x"),)):
+        pass
 
 
 # ------------------------------------------------------------------ end to end

@@ -110,6 +110,9 @@ def test_compile_model_reports_every_phase() -> None:
     assert report.conversion_seconds >= report.nnfactory_compile_seconds
     assert report.segments == len(executor.segments) and report.fallback_ops == 0
     assert "conversion" in report.format_times()
+    # OpenVINO packs the weights into new memory: the faults and kernel time are counted
+    assert report.conversion_page_faults > 0 and report.conversion_kernel_seconds >= 0.0
+    assert "minor page faults" in report.format_times()
     result = compare(tiny.model, executor, tiny.args, tiny.kwargs, report.input_names, 1)
     assert result.max_abs <= FP32_ABS and result.top1 == 1.0
 
@@ -202,25 +205,29 @@ def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
 APART_PROFILE = NPU_PROFILE.with_name("host-profile-apart.json")
 
 
+def _mlp(rows: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    """Linear, GELU, linear (one npu.fused_linear, one npu.linear) and an input."""
+    torch.manual_seed(rows)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)
+    ).eval()
+    return model, torch.randn(rows, 32) * 3
+
+
 @pytest.mark.parametrize("rows", [2, 128])
 def test_profile_keeps_decode_activations_apart(rows: int) -> None:
     """A profile that measured MLAS faster with the activation apart at 2 rows (and not
     at 128): a 2-row MLP's activation is kept apart, with a note, and its outputs are
     those of the fused graph bit for bit; a 128-row one, and int8, stay fused."""
-    torch.manual_seed(rows)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)
-    ).eval()
-    x = torch.randn(rows, 32) * 3
+    model, x = _mlp(rows)
     fused, fused_report = compile_model(model, (x,), profile=str(NPU_PROFILE))
     apart, report = compile_model(model, (x,), profile=str(APART_PROFILE))
     notes = [n for n in report.notes if "kept out of OpenVINO's FullyConnected" in n]
     assert notes == (
         [
-            f"1 linear activation(s) at {rows} row(s) kept out of OpenVINO's "
-            "FullyConnected, so that it can take its MLAS kernel (host profile: "
-            "2 row(s) fused 2 ms vs apart 1 ms, 128 row(s) fused 6 ms vs apart "
-            "6.1 ms)"
+            f"1 linear(s) at {rows} row(s) activations kept out of OpenVINO's "
+            "FullyConnected, so that it runs MLAS (host profile: 2 row(s) OpenVINO's own "
+            "2 ms, all MLAS 1 ms, 128 row(s) OpenVINO's own 6 ms, all MLAS 6.1 ms)"
         ]
         if rows == 2
         else []
@@ -229,6 +236,35 @@ def test_profile_keeps_decode_activations_apart(rows: int) -> None:
     assert torch.equal(apart(x)[0], fused(x)[0])
     _, int8 = compile_model(model, (x,), precision="int8", profile=str(APART_PROFILE))
     assert not any("FullyConnected" in n for n in int8.notes)
+
+
+ONEDNN_PROFILE = NPU_PROFILE.with_name("host-profile-onednn.json")
+
+
+@pytest.mark.parametrize("rows", [2, 128])
+def test_profile_moves_prompt_linears_to_onednn(rows: int) -> None:
+    """A profile that measured every linear faster on oneDNN at 2 rows (not at 128): a
+    2-row MLP's plain linear gets the exact post-op, with a note, and its outputs equal
+    the default graph's within fp32 rounding (another kernel sums in another order);
+    a 128-row one, and int8, keep OpenVINO's own kernels."""
+    model, x = _mlp(rows)
+    default, _ = compile_model(model, (x,), profile=str(NPU_PROFILE))
+    onednn, report = compile_model(model, (x,), profile=str(ONEDNN_PROFILE))
+    notes = [n for n in report.notes if "runs oneDNN" in n]
+    assert notes == (
+        [
+            f"1 linear(s) at {rows} row(s) given an exact post-op, so that OpenVINO's "
+            "FullyConnected runs oneDNN (host profile: 2 row(s) OpenVINO's own 2 ms, all "
+            "MLAS 2.1 ms, all oneDNN 1 ms, 128 row(s) OpenVINO's own 6 ms, all MLAS 6.1 "
+            "ms, all oneDNN 5.9 ms)"
+        ]
+        if rows == 2
+        else []
+    )
+    torch.testing.assert_close(onednn(x)[0], default(x)[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(onednn(x)[0], model(x), rtol=1e-4, atol=1e-4)
+    _, int8 = compile_model(model, (x,), precision="int8", profile=str(ONEDNN_PROFILE))
+    assert not any("oneDNN" in n for n in int8.notes)
 
 
 def test_packed_linear_matches_aten() -> None:

@@ -21,8 +21,8 @@ from forge.runtime.doctor import profile_summary
 from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_profile
 from forge.transforms.host_profile import (
     FORMAT,
-    ActivationTiming,
     HostProfile,
+    KernelTiming,
     LinearTiming,
     ProfileError,
     profile_from_json,
@@ -71,27 +71,40 @@ def test_transition_cost_flips_a_placement() -> None:
         assert profile.linear_estimate(128, 768, 768, hops=1).device == head, transition
 
 
-def test_activation_rule_reads_both_outcomes() -> None:
-    """Apart where it measured at least 5% faster; a tie, or slower, keeps OpenVINO's
-    fused form; no measurement (an older profile): fused everywhere."""
-    decode = ActivationTiming(1, fused_ms=3.4, apart_ms=3.0)
-    tie = ActivationTiming(128, fused_ms=7.0, apart_ms=6.8)
-    slower = ActivationTiming(128, fused_ms=7.0, apart_ms=7.5)
-    assert decode.apart and not tie.apart and not slower.apart
+def test_kernel_rule_reads_every_outcome() -> None:
+    """The fastest form where it measured at least 5% faster than OpenVINO's own; a
+    tie, or slower, keeps OpenVINO's fused form; no measurement (an older profile, or
+    oneDNN not timed): fused everywhere, or the forms that were timed."""
+    decode = KernelTiming(1, fused_ms=3.4, apart_ms=3.0, onednn_ms=3.6)
+    prompt = KernelTiming(128, fused_ms=7.0, apart_ms=7.2, onednn_ms=6.2)
+    tie = KernelTiming(128, fused_ms=7.0, apart_ms=6.8, onednn_ms=6.9)
+    slower = KernelTiming(128, fused_ms=7.0, apart_ms=7.5)
+    suite4 = KernelTiming(1, fused_ms=3.4, apart_ms=3.0)
+    assert [t.kernel for t in (decode, prompt, tie, slower, suite4)] == [
+        "apart",
+        "onednn",
+        "fused",
+        "fused",
+        "apart",
+    ]
     profile = synthetic(10.0, 13.0, 0.1)
-    assert profile.activation_rule() == ()
-    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, activations=(decode, slower))
-    assert both.activation_rule() == ((1, True), (128, False))
+    assert profile.kernel_rule() == ()
+    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, kernels=(decode, prompt))
+    assert both.kernel_rule() == ((1, "apart"), (128, "onednn"))
 
 
-def test_activations_are_read_from_the_file(tmp_path: Path) -> None:
+def test_kernels_are_read_from_the_file(tmp_path: Path) -> None:
+    """Suite 5's "kernels" (three forms), and suite 4's "activations" (two)."""
     data = json.loads(NPU_PROFILE.read_text())
-    assert read_profile(NPU_PROFILE).activations == ()
+    assert read_profile(NPU_PROFILE).kernels == ()
     data["activations"] = [{"rows": 1, "fused_ms": 2.0, "apart_ms": 1.5}]
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
-    assert read_profile(path).activation_rule() == ((1, True),)
-    data["activations"] = [{"rows": 0, "fused_ms": 2.0, "apart_ms": 1.5}]
+    assert read_profile(path).kernel_rule() == ((1, "apart"),)
+    data["kernels"] = [{"rows": 100, "fused_ms": 2.0, "apart_ms": 2.0, "onednn_ms": 1.5}]
+    path.write_text(json.dumps(data))
+    assert read_profile(path).kernel_rule() == ((100, "onednn"),)
+    data["kernels"] = [{"rows": 0, "fused_ms": 2.0, "apart_ms": 1.5}]
     path.write_text(json.dumps(data))
     with pytest.raises(ProfileError, match="'rows' must be an integer >= 1"):
         read_profile(path)
@@ -272,10 +285,11 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
     assert {o.kind for o in profile.ops} == {"sdpa", "layer_norm", "elementwise"}
     assert profile.transition_ms >= 0 and profile.dispatch_ms > 0
     assert len(real["decisions"]) == len(profile.linears) + len(profile.ops)
-    assert [a.rows for a in profile.activations] == [
-        rows for rows, _ in host_profile.ACTIVATION_BUCKETS
-    ]
-    assert all(a.fused_ms > 0 and a.apart_ms > 0 for a in profile.activations)
+    assert [k.rows for k in profile.kernels] == [rows for rows, _ in host_profile.KERNEL_BUCKETS]
+    assert all(
+        k.fused_ms > 0 and k.apart_ms > 0 and k.onednn_ms is not None and k.onednn_ms > 0
+        for k in profile.kernels
+    )
     # The thread comparison needs OpenVINO's Python API (the bench extra), not NNFactory.
     if importlib.util.find_spec("openvino") is not None:
         assert real["settings"]["openvino_threads_decision"] in ("all", "1")
