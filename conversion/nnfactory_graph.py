@@ -233,6 +233,23 @@ def _strided_slice() -> Any:
 # ----------------------------------------------------------------------- segment
 
 
+_ADDRESSES: weakref.WeakKeyDictionary[Any, tuple[dict[int, int], dict[int, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _addresses(factory: Any) -> tuple[dict[int, int], dict[int, int]]:
+    """What `factory`'s inputs and outputs point at now, by index, shared by every call
+    of it (segments with the same key share one factory): an address it holds already
+    is not set again (a decode step binds the same 24 cache buffers at every call)."""
+    if factory is None:
+        return {}, {}
+    found = _ADDRESSES.get(factory)
+    if found is None:
+        found = _ADDRESSES[factory] = ({}, {})
+    return found
+
+
 class GraphCall:
     """One call of a compiled graph, as the executor's `Segment` and the printed plan
     (`forge-opt -t python`) both make it: each input bound as its `GraphInput` says
@@ -261,6 +278,9 @@ class GraphCall:
         """Inputs bound at every call (the others are baked into the graph)."""
         self._frozen: dict[int, list[np.ndarray]] = {}
         self._pool = ResultPool()
+        self._input_addresses, self._output_addresses = _addresses(factory)
+        self._out_dtypes: list[torch.dtype] | None = None
+        """The torch dtype of each of the factory's outputs, read at the first call."""
 
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
         """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
@@ -290,7 +310,10 @@ class GraphCall:
             # The arrays must stay alive until the run: the graph reads them in place.
             arrays = [array for i in self.bound for array in self._arrays(i, tensors[i])]
             for i, array in enumerate(arrays):
-                factory.set_input_tensor(array, i)
+                address = array.ctypes.data
+                if self._input_addresses.get(i) != address:
+                    factory.set_input_tensor(array, i)
+                    self._input_addresses[i] = address
             fresh = self._bind_outputs(factory, targets)
             _run_graph(factory)
             computed_results = factory.out
@@ -319,17 +342,23 @@ class GraphCall:
         graph still reads while it writes its results."""
         lib = _bindings().lib
         fresh: dict[int, torch.Tensor] = {}
+        if self._out_dtypes is None:
+            self._out_dtypes = [_torch_for_numpy(array.dtype) for array in factory.out]
+        out_dtypes = self._out_dtypes
         wanted = {
             i
             for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True)
-            if computed and target is None and _torch_for_numpy(factory.out[i].dtype) == dtype
+            if computed and target is None and out_dtypes[i] == dtype
         }
         for i, array in enumerate(factory.out):
             if i in wanted:
-                fresh[i] = self._pool.take(i, array.shape, _torch_for_numpy(array.dtype))
-                lib.set_output(factory._mm, fresh[i].data_ptr(), i)
+                fresh[i] = self._pool.take(i, array.shape, out_dtypes[i])
+                address = fresh[i].data_ptr()
             else:
-                lib.set_output(factory._mm, array.ctypes.data, i)
+                address = array.ctypes.data
+            if self._output_addresses.get(i) != address:
+                lib.set_output(factory._mm, address, i)
+                self._output_addresses[i] = address
         return fresh
 
 

@@ -765,3 +765,30 @@ def test_row_select_matches_cache_times_column_plus_row_times_column() -> None:
     values = _values_by_name(fn(f"%c: {cache}, %w: {full}", cache, body))
     graph = SimpleNamespace(values=dict.fromkeys(values.values()))
     assert row_select(graph, values["s"]) is None  # type: ignore[arg-type]
+
+
+def test_bound_addresses_follow_every_call_of_a_shared_graph() -> None:
+    """A graph's inputs and outputs are set only when their address changes: a buffer
+    changed in place between calls (a KV cache) is read anew, and two segments that
+    share one compiled graph (same key) each get their own inputs and outputs."""
+    text = LINEAR.replace("ROWS", "4")
+    first = build_segment(body_ops(entry_function(parse_module(text))))
+    second = build_segment(body_ops(entry_function(parse_module(text))))
+    assert second.graph is first.graph
+    generator = torch.Generator().manual_seed(0)
+    x, w, b = (
+        torch.randn(4, 32, generator=generator),
+        torch.randn(64, 32, generator=generator),
+        torch.randn(64, generator=generator),
+    )
+    other = torch.randn(4, 32, generator=generator)
+    expected = torch.nn.functional.linear
+    results = []
+    for segment, given in ((first, x), (second, other), (first, x), (second, other)):
+        (y,) = segment(given, w, b)
+        torch.testing.assert_close(y, expected(given, w, b), rtol=1e-5, atol=1e-4)
+        results.append(y)
+    assert results[0].data_ptr() != results[1].data_ptr()  # both kept: fresh storage
+    x.mul_(2)  # in place: same address, new values
+    (y,) = first(x, w, b)
+    torch.testing.assert_close(y, expected(x, w, b), rtol=1e-5, atol=1e-4)
