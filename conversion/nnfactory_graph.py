@@ -279,8 +279,10 @@ class GraphCall:
         self._frozen: dict[int, list[np.ndarray]] = {}
         self._pool = ResultPool()
         self._input_addresses, self._output_addresses = _addresses(factory)
-        self._out_dtypes: list[torch.dtype] | None = None
-        """The torch dtype of each of the factory's outputs, read at the first call."""
+        self._out_dtypes = (
+            [_torch_for_numpy(a.dtype) for a in factory.out] if factory is not None else []
+        )
+        """The torch dtype of each of the factory's outputs."""
 
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
         """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
@@ -342,8 +344,6 @@ class GraphCall:
         graph still reads while it writes its results."""
         lib = _bindings().lib
         fresh: dict[int, torch.Tensor] = {}
-        if self._out_dtypes is None:
-            self._out_dtypes = [_torch_for_numpy(array.dtype) for array in factory.out]
         out_dtypes = self._out_dtypes
         wanted = {
             i

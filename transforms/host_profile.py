@@ -92,8 +92,10 @@ class KernelTiming:
     def kernel(self) -> str:
         """The fastest form where it beats OpenVINO's own by `KERNEL_MARGIN`, else
         "fused"."""
-        others = [(ms, name) for name, ms in (("apart", self.apart_ms), ("onednn", self.onednn_ms))]
-        ms, name = min((ms, name) for ms, name in others if ms is not None)
+        timed = [(self.apart_ms, "apart")]
+        if self.onednn_ms is not None:
+            timed.append((self.onednn_ms, "onednn"))
+        ms, name = min(timed)
         return name if ms < self.fused_ms * (1 - KERNEL_MARGIN) else "fused"
 
 

@@ -689,7 +689,7 @@ def _available(backend: str, bench_python: Path) -> str:
             f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
         )
         done = subprocess.run(
-            [str(bench_python), "-I", "-c", probe], env=_foreign_env({}), check=False
+            [str(bench_python), "-I", "-c", probe], env=foreign_env({}), check=False
         )
         return "" if done.returncode == 0 else f"'{module}' is not installed in {bench_python}"
     if module is not None and importlib.util.find_spec(module) is None:
@@ -849,7 +849,7 @@ def _median(values: Sequence[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def _foreign_env(env: dict[str, str]) -> dict[str, str]:
+def foreign_env(env: dict[str, str]) -> dict[str, str]:
     """The environment for a child in another venv: nothing of Forge's venv (PYTHONPATH,
     VIRTUAL_ENV) leaks into it; `env` on top."""
     kept = {
@@ -883,7 +883,7 @@ class _Child:
         command = [python, *(["-I"] if foreign else []), "-c", CHILD_MAIN, backend, model]
         command += [str(int(tiny)), str(seq), str(threads)]
         env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-        env = _foreign_env(env) if foreign else {**os.environ, **env}
+        env = foreign_env(env) if foreign else {**os.environ, **env}
         registered_in = _registered_in(REGISTRY[backend])
         if registered_in is not None:
             command.append(registered_in)

@@ -59,6 +59,7 @@ from forge.devtools.bench import (
     FIT_FRACTION,
     MIB,
     Footprint,
+    foreign_env,
     mem_available,
     memory_now,
     plan_groups,
@@ -559,17 +560,14 @@ def _genai_command(python: Path, *args: str) -> list[str]:
 
 
 def _genai_env(threads: int) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("PYTHON") and key != "VIRTUAL_ENV"
-    }
-    return env | {
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "OMP_NUM_THREADS": str(threads),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    return foreign_env(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "OMP_NUM_THREADS": str(threads),
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    )
 
 
 class RowChild:

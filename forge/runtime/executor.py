@@ -75,7 +75,7 @@ from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import HostProfile, load_profile
 from forge.transforms.npu_linear_scan import AllocationReport, allocate
 from forge.transforms.npu_liveness import is_view
-from forge.transforms.npu_schedule_affinity import check_schedule
+from forge.transforms.npu_schedule_affinity import check_schedule, device_of
 
 
 @dataclass(frozen=True)
@@ -658,7 +658,7 @@ def _kernel_rule(
         return rule, ""
     moved: dict[str, list[int]] = {}
     for op in function.walk():
-        if not isinstance(op, npu.WEIGHTED_LINEAR_OPS) or _on_cpu(op):
+        if not isinstance(op, npu.WEIGHTED_LINEAR_OPS) or device_of(op) == "cpu":
             continue
         kernel = linear_kernel(rule, linear_rows(op))
         activation = isinstance(op, npu.FusedLinearOp) and op.activation.data != "none"
@@ -677,11 +677,6 @@ def _kernel_rule(
         for k in profile.kernels
     )
     return rule, f"{what} (host profile: {measured})"
-
-
-def _on_cpu(op: Operation) -> bool:
-    device = getattr(op, "device", None)
-    return device is not None and device.data == "cpu"
 
 
 def _release_when_collected(
