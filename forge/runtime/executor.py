@@ -34,7 +34,12 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel, wants_threads
+from forge.conversion.cpu_kernels import (
+    cache_updates_kernel,
+    cpu_kernel,
+    packed_linear_kernel,
+    wants_threads,
+)
 from forge.conversion.nnfactory_graph import (
     KernelRule,
     NoNpuLowering,
@@ -97,6 +102,9 @@ class Step:
     threaded: bool = False
     """A CPU kernel worth torch's whole thread pool (`wants_threads`); the other CPU
     steps of an executor with segments run on one thread (`forge.runtime.threads`)."""
+    cache_updates: tuple[int, int] | None = None
+    """A step of `npu.cache_update`s: (slot of their positions, dim). The next cache
+    update at the same positions and dim joins it (`cache_updates_kernel`)."""
 
 
 @dataclass
@@ -261,10 +269,30 @@ class CompiledNPUExecutor:
         return tuple(slots)
 
     def _add_cpu(self, op: Operation) -> None:
+        if isinstance(op, npu.CacheUpdateOp):
+            self._add_cache_update(op)
+            return
         inputs = tuple(self._slot(v) for v in op.operands)
         outputs = self._new_slots(op.results)
         step = Step(self._cpu_kernel(op), inputs, outputs, "cpu", False)
         self._steps.append(replace(step, threaded=wants_threads(op)))
+
+    def _add_cache_update(self, op: npu.CacheUpdateOp) -> None:
+        """One step for a run of cache updates at the same positions and dim: a decode
+        step writes a row into every layer's keys and values, and one call for all of
+        them saves a dispatch per cache."""
+        dim = op.dim.value.data
+        key = (self._slot(op.positions), dim)
+        pair = (self._slot(op.cache), self._slot(op.update))
+        outputs = self._new_slots(op.results)
+        last = self._steps[-1] if self._steps else None
+        if last is not None and last.cache_updates == key:
+            self._steps[-1] = replace(
+                last, inputs=last.inputs + pair, outputs=last.outputs + outputs
+            )
+            return
+        step = Step(cache_updates_kernel(dim), (key[0], *pair), outputs, "cpu", False)
+        self._steps.append(replace(step, cache_updates=key))
 
     def _cpu_kernel(self, op: Operation) -> Callable[..., Any]:
         """`cpu_kernel(op)`, except that a linear whose weight is baked in (a weight
@@ -383,9 +411,10 @@ class CompiledNPUExecutor:
                     env[slot] = _store(value, target)
             if pool and threads != 1:  # back to one thread for the caller's block
                 torch.set_num_threads(1)
-            for result, state in self._write_slots:  # in place, as eager mutates state
-                env[state].copy_(env[result])
-                stats.bytes_written_back += env[state].nbytes
+            if self._write_slots:  # in place, as eager mutates state; one call for all
+                states = [env[state] for _, state in self._write_slots]
+                torch._foreach_copy_(states, [env[result] for result, _ in self._write_slots])
+                stats.bytes_written_back += sum(state.nbytes for state in states)
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)

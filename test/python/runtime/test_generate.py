@@ -17,7 +17,7 @@ import torch
 from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
-from forge.runtime.generate import CompiledLM, compile_lm
+from forge.runtime.generate import CompiledLM, compile_lm, greedy
 
 CAPACITY = 32
 PROMPT_CAPACITY = 8
@@ -187,6 +187,20 @@ def test_attention_fused_in_both_programs(built: Built) -> None:
     assert lm.decode.count_ops("npu.sdpa") == lm.attention_layers
 
 
+def test_cache_writes_are_one_step(built: Built) -> None:
+    """A program whose layers all attend writes its keys and values in one executor step
+    (`cache_updates_kernel`), not one step per cache: a decode step's host time. (LFM2's
+    convolution histories are written between graphs, in steps of their own.)"""
+    for program in (built.lm.prefill, built.lm.decode):
+        updates = program.count_ops("npu.cache_update")
+        assert updates >= 2 * built.lm.attention_layers
+        writes = [s for s in program.executor.steps if s.cache_updates is not None]
+        assert sum(len(step.outputs) for step in writes) == updates
+        assert all(len(s.inputs) == 1 + 2 * len(s.outputs) for s in writes)
+        if built.lm.attention_layers == built.lm.num_layers:
+            assert len(writes) == 1
+
+
 def test_cache_holds_every_layer_state(built: Built) -> None:
     """Keys, values and a length per attention layer; the conv input at every position
     (after kernel - 1 zero columns) per LFM2 convolution layer."""
@@ -321,3 +335,20 @@ def test_recurrent_state_is_refused() -> None:
     model = transformers.MambaForCausalLM(config).eval()
     with pytest.raises(ForgeError, match="does not support recurrent"):
         capture_programs(model, capacity=CAPACITY, prompt_capacity=PROMPT_CAPACITY)
+
+
+@pytest.mark.parametrize(
+    "logits",
+    [
+        [1.0, 3.0, 3.0, 2.0],  # ties: the first
+        [1.0, float("nan"), 5.0, float("nan")],  # a NaN counts as the largest
+        [float("-inf")] * 3,
+        [float("inf"), 1.0, float("inf")],
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_greedy_is_torch_argmax(logits: list[float], dtype: torch.dtype) -> None:
+    tensor = torch.tensor(logits, dtype=dtype)
+    assert greedy(tensor) == int(tensor.argmax(-1).item())
+    row = torch.tensor([logits, logits], dtype=dtype)[1]  # a view, as a logits row is
+    assert greedy(row) == int(row.argmax(-1).item())
