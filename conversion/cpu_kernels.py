@@ -291,7 +291,9 @@ def cache_updates_kernel(dim: int) -> Kernel:
     A decode step writes one row into each of a model's 2 x layers caches: as executor
     steps of their own they cost about 9 us each (a fifth of GPT-2's host time per
     token), in one step's loop 3.3 us (`Tensor.index_copy_`; the `aten` overload object
-    costs 4.5 us a call, and views through `narrow` or NumPy cost more than the copy)."""
+    costs 4.5 us a call, and views through `narrow` or NumPy cost more than the copy).
+    `cache_update_kernel` stays the one-op form on the overload: the printed plan
+    (`forge-opt -t python`) records the overload each CPU kernel calls."""
 
     def run(positions: torch.Tensor, *pairs: torch.Tensor) -> Any:
         caches = pairs[0::2]
