@@ -49,6 +49,20 @@
 // PREFILL-NEXT: npu.cache_update %value_cache.1
 // PREFILL: func.return
 
+// The plan forge-opt prints for the decode step (-t python) writes each cache in place
+// after the graph, on the aten overload the executor runs, then the state write-backs.
+// RUN: forge-opt %t.decode.mlir -p forge-pipeline -t python | filecheck %s --check-prefix=DECODE-PY
+// DECODE-PY-LABEL: def run(input_ids, cache_position,
+// DECODE-PY:      = seg0(
+// DECODE-PY-NEXT: # cpu: npu.cache_update
+// DECODE-PY-NEXT: v{{[0-9]+}} = torch.ops.aten.index_copy_.default(key_cache_0, 2, v{{[0-9]+}}, v{{[0-9]+}})
+// DECODE-PY-NEXT: # cpu: npu.cache_update
+// DECODE-PY-NEXT: v{{[0-9]+}} = torch.ops.aten.index_copy_.default(value_cache_0, 2,
+// DECODE-PY:      torch.ops.aten.index_copy_.default(value_cache_1, 2,
+// DECODE-PY-NEXT: cumulative_length_0.copy_(v{{[0-9]+}})  # npu.writes
+// DECODE-PY-NEXT: cumulative_length_1.copy_(v{{[0-9]+}})  # npu.writes
+// DECODE-PY-NEXT: return (v{{[0-9]+}},)
+
 // An in-place update whose cache something reads after it breaks its contract: a located error.
 // RUN: not forge-opt %S/Inputs/bad-cache-update.mlir 2>&1 | filecheck %s --check-prefix=BAD
 // BAD: bad-cache-update.mlir:1:1: error: 'func.func' op npu.cache_update writes %c in place, but %c has readers after it
