@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from forge.diagnostics import ForgeError
+from forge.frontend import stamping
 
 
 class CaptureError(ForgeError):
@@ -35,6 +36,8 @@ class Captured:
     example_inputs: tuple[torch.Tensor, ...]
     example_kwargs: dict[str, Any] = field(default_factory=dict)
     export_seconds: float = 0.0
+    stamped: str = ""
+    """Which layers were stamped rather than traced (`forge.frontend.stamping`), if any."""
 
 
 def resolve_tied_weights(model: torch.nn.Module) -> dict[str, str]:
@@ -119,6 +122,36 @@ def _lazy_graph_modules() -> contextlib.AbstractContextManager[Any]:
     return _use_lazy_graph_module(True)
 
 
+def _export(
+    model: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    stack: stamping.Stack | None,
+) -> torch.export.ExportedProgram:
+    """`torch.export.export`, with `stack` cut to its traced layers when given."""
+    cut = stamping.traced_layers(stack) if stack is not None else contextlib.nullcontext()
+    try:
+        with (
+            cut,
+            warnings.catch_warnings(),
+            torch.no_grad(),
+            _quiet_torch_logs(),
+            _no_stack_traces(),
+            _lazy_graph_modules(),
+            contextlib.redirect_stderr(io.StringIO()),  # torch prints the failing graph
+        ):
+            warnings.simplefilter("ignore")
+            return torch.export.export(
+                model, tuple(example_inputs), kwargs=kwargs, dynamic_shapes=dynamic_shapes
+            )
+    except Exception as e:  # torch raises many kinds; the user needs the first line
+        raise CaptureError(
+            f"torch.export could not capture {type(model).__name__}: {_first_line(e)}"
+            f"{_rope_hint(model)}"
+        ) from e
+
+
 def capture(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -133,24 +166,21 @@ def capture(
 
     kwargs = dict(example_kwargs or {})
     start = time.perf_counter()
-    try:
-        with (
-            warnings.catch_warnings(),
-            torch.no_grad(),
-            _quiet_torch_logs(),
-            _no_stack_traces(),
-            _lazy_graph_modules(),
-            contextlib.redirect_stderr(io.StringIO()),  # torch prints the failing graph
-        ):
-            warnings.simplefilter("ignore")
-            exported = torch.export.export(
-                model, tuple(example_inputs), kwargs=kwargs, dynamic_shapes=dynamic_shapes
+    stack = stamping.find_stack(model) if stamping.enabled() and dynamic_shapes is None else None
+    exported, stamped = None, ""
+    if stack is not None:
+        try:
+            exported = _export(model, example_inputs, kwargs, dynamic_shapes, stack)
+            stamping.stamp(exported, stack)
+            last = stamping.TRACED - 1
+            stamped = (
+                f"layers {last + 1}-{len(stack.layers) - 1} of {stack.path} stamped from "
+                f"layer {last} (torch.export traced {stamping.TRACED} of {len(stack.layers)})"
             )
-    except Exception as e:  # torch raises many kinds; the user needs the first line
-        raise CaptureError(
-            f"torch.export could not capture {type(model).__name__}: {_first_line(e)}"
-            f"{_rope_hint(model)}"
-        ) from e
+        except (stamping.Mismatch, CaptureError):
+            exported = None  # the model is exported whole
+    if exported is None:
+        exported = _export(model, example_inputs, kwargs, dynamic_shapes, None)
     if mutates(exported):
         try:
             with (
@@ -178,4 +208,4 @@ def capture(
     for name, constant in exported.constants.items():
         if isinstance(constant, torch.Tensor):
             tensors.setdefault(name, constant.detach())
-    return Captured(exported, tied_map, tensors, tuple(example_inputs), kwargs, seconds)
+    return Captured(exported, tied_map, tensors, tuple(example_inputs), kwargs, seconds, stamped)

@@ -205,6 +205,8 @@ class FxImporter:
         for nodes, arg in zip(used_weights.values(), block.args[len(inputs) :], strict=True):
             for node in nodes:
                 self.values[node] = arg
+        if self.captured.stamped:
+            self.notes.append(self.captured.stamped)
         tied = [name for name, nodes in weights.items() if len(nodes) > 1]
         if tied:
             self.notes.append(f"tied weights share one argument: {', '.join(tied)}")

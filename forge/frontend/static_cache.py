@@ -45,6 +45,10 @@ class StaticCacheLM(torch.nn.Module):
     layer's tensors at the wrapper's own (possibly traced) buffers.
     """
 
+    layer_stamping = False
+    """Its programs write the KV cache: torch.export traces every layer
+    (forge.frontend.stamping)."""
+
     def __init__(self, model: torch.nn.Module, capacity: int):
         super().__init__()
         # Imported here: transformers takes seconds to import.
