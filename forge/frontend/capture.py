@@ -171,6 +171,8 @@ def capture(
     if stack is not None:
         try:
             exported = _export(model, example_inputs, kwargs, dynamic_shapes, stack)
+            if mutates(exported):  # functionalized on the whole program, not stamped
+                raise stamping.Mismatch("the graph mutates state in place")
             stamping.stamp(exported, stack)
             last = stamping.TRACED - 1
             stamped = (

@@ -155,15 +155,12 @@ class Mismatch(Exception):
 
 def stamp(exported: torch.export.ExportedProgram, stack: Stack) -> None:
     """Copy the last traced layer's ops for the other layers of `stack`, in place;
-    raises `Mismatch` (the graph untouched) where the traced layers differ."""
+    raises `Mismatch` (the graph untouched) where the traced layers differ. The caller
+    refuses graphs with in-place ops (`capture.mutates`) first."""
     signature = exported.graph_signature
     if any(spec.kind != OutputKind.USER_OUTPUT for spec in signature.output_specs):
         raise Mismatch("the graph writes state")
     graph = exported.graph
-    for node in graph.nodes:  # in-place ops: functionalized later, on the whole program
-        schema = getattr(node.target, "_schema", None)
-        if node.op == "call_function" and schema is not None and schema.is_mutable:
-            raise Mismatch("the graph mutates state in place")
     regions = [_region(graph, f"{stack.path}.{i}") for i in range(TRACED)]
     weights = {
         spec.arg.name: spec
@@ -266,7 +263,8 @@ def _pair_args(
             raise Mismatch(f"{a.name}'s edge is not the second layer's")
         return
     if a.name in weights:
-        target0, target1 = weights[a.name].target or "", _target(b, weights)
+        target0 = weights[a.name].target or ""
+        target1 = weights[b.name].target or "" if b.name in weights else ""
         if not (target0.startswith(prefix0) and target1 == prefix1 + target0[len(prefix0) :]):
             raise Mismatch(f"{target0} and {target1} are not the layers' own")
         return
@@ -274,13 +272,6 @@ def _pair_args(
         raise Mismatch(f"{a.name} and {b.name}: the layers read different values")
     if plan.carried.setdefault(a, b) is not b:
         raise Mismatch(f"{a.name} is carried two ways")
-
-
-def _target(node: Node, weights: dict[str, InputSpec]) -> str:
-    spec = weights.get(node.name)
-    if spec is None:
-        raise Mismatch(f"{node.name} is no weight")
-    return spec.target or ""
 
 
 def _copy_layers(
@@ -304,8 +295,9 @@ def _copy_layers(
     readers_after = {node: [u for u in node.users if u not in second_set] for node in second}
     after = second[-1].next
     previous: dict[Node, Node] = {node: node for node in second}
-    anchor = placeholders[list(own)[-1]]
-    spec_at = specs.index(own[list(own)[-1]]) + 1
+    last = next(reversed(own))  # new placeholders and specs go after the last one's
+    anchor = placeholders[last]
+    spec_at = specs.index(own[last]) + 1
     for index in range(TRACED, len(stack.layers)):
         prefix = f"{stack.path}.{index}."
         current: dict[Node, Node] = {}
@@ -319,7 +311,7 @@ def _copy_layers(
                     spec_at,
                     InputSpec(spec.kind, TensorArgument(node.name), target, spec.persistent),
                 )
-        anchor = current[placeholders[list(own)[-1]]]
+        anchor = current[placeholders[last]]
         spec_at += len(own)
 
         def mapped(
