@@ -265,8 +265,9 @@ class FoldIdentityGeneric(RewritePattern):
 class FoldFunctionalCopy(RewritePattern):
     """`aten.copy(self, src)`, functionalized `self.copy_(src)`, returns `src`'s values
     in `self`'s shape and dtype; when those are `src`'s own, it is `src`. HF's static
-    cache exports one per layer per step (each layer's `cumulative_length` takes the
-    position); forwarding them lets CSE see the layers' identical position arithmetic."""
+    cache exports one per layer per step where each layer keeps its own
+    `cumulative_length` (Forge's wrapper sets one shared length); forwarding them lets
+    CSE see the layers' identical position arithmetic."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.GenericOp, rewriter: PatternRewriter) -> None:

@@ -3,9 +3,9 @@
 transformers' `StaticCache` picks a layer class per layer type. Two kinds have state that
 two fixed-shape programs (a right-padded prefill and a one-token decode) can share:
 
-* attention (`StaticLayer`): keys and values at every cache position, written with
-  `index_copy_` at the step's positions. Sliding-window layers become plain
-  `StaticLayer`s (the mask still applies the window; the cache is merely longer than
+* attention (`StaticLayer`, as `PositionedLayer`): keys and values at every cache
+  position, written with `index_copy_` at the step's positions. Sliding-window layers
+  become plain ones (the mask still applies the window; the cache is merely longer than
   needed) and KV-sharing consumers an empty one, as transformers' own export wrapper does.
 * short convolution (`LinearAttentionLayer` with conv states only, e.g. LFM2): transformers
   keeps the last `L - 1` conv inputs, which after a right-padded prefill would be the
@@ -102,14 +102,40 @@ def static_cache(config: Any, capacity: int) -> StaticCache:
     return cache
 
 
+class PositionedLayer(StaticLayer):
+    """transformers' `StaticLayer`, writing at the positions the wrapper hands it.
+
+    `StaticLayer.update` derives its positions from its own `cumulative_length` and
+    then adds the step's length to it, so every layer carries one more piece of state,
+    set and advanced in each program. The wrapper instead points every layer's
+    `cumulative_length` at one shared tensor (the step's first position, which the
+    model reads for its position ids and mask) and sets `positions` before every call;
+    `update` writes there and advances nothing. Every layer's state is then its keys
+    and values alone, which is what lets torch.export trace three layers of a program
+    and stamp the others (forge.frontend.stamping)."""
+
+    def __init__(self, capacity: int):
+        super().__init__(capacity)
+        self.positions: torch.Tensor | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.positions is None:
+            raise ForgeError("the attention cache layer was called without cache positions")
+        self.keys.index_copy_(2, self.positions, key_states)
+        self.values.index_copy_(2, self.positions, value_states)
+        return self.keys, self.values
+
+
 def _exportable(layer: Any, capacity: int, index: int) -> Any:
     kind = type(layer)
-    if kind is StaticLayer:
-        return layer
-    if kind is StaticSlidingWindowLayer:
-        return StaticLayer(capacity)
+    if kind in (StaticLayer, StaticSlidingWindowLayer):
+        return PositionedLayer(capacity)
     if kind is DummyLayer:
-        return StaticLayer(0)
+        return PositionedLayer(0)
     if kind is LinearAttentionLayer:
         return ConvHistoryLayer(capacity)
     raise ForgeError(

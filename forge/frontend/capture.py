@@ -152,6 +152,30 @@ def _export(
         ) from e
 
 
+def _functional(
+    model: torch.nn.Module, exported: torch.export.ExportedProgram
+) -> torch.export.ExportedProgram:
+    """`exported` with its in-place ops functionalized (their writes become
+    `BUFFER_MUTATION` outputs), or as it is when it has none."""
+    if not mutates(exported):
+        return exported
+    try:
+        with (
+            warnings.catch_warnings(),
+            _quiet_torch_logs(),
+            _no_stack_traces(),
+            _lazy_graph_modules(),
+            torch.no_grad(),
+        ):
+            warnings.simplefilter("ignore")
+            return exported.run_decompositions({})
+    except Exception as e:  # torch raises many kinds; the user needs the first line
+        raise CaptureError(
+            f"torch.export could not functionalize the state updates of "
+            f"{type(model).__name__}: {_first_line(e)}"
+        ) from e
+
+
 def capture(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -170,9 +194,7 @@ def capture(
     exported, stamped = None, ""
     if stack is not None:
         try:
-            exported = _export(model, example_inputs, kwargs, dynamic_shapes, stack)
-            if mutates(exported):  # functionalized on the whole program, not stamped
-                raise stamping.Mismatch("the graph mutates state in place")
+            exported = _functional(model, _export(model, example_inputs, kwargs, None, stack))
             stamping.stamp(exported, stack)
             last = stamping.TRACED - 1
             stamped = (
@@ -182,23 +204,7 @@ def capture(
         except (stamping.Mismatch, CaptureError):
             exported = None  # the model is exported whole
     if exported is None:
-        exported = _export(model, example_inputs, kwargs, dynamic_shapes, None)
-    if mutates(exported):
-        try:
-            with (
-                warnings.catch_warnings(),
-                _quiet_torch_logs(),
-                _no_stack_traces(),
-                _lazy_graph_modules(),
-                torch.no_grad(),
-            ):
-                warnings.simplefilter("ignore")
-                exported = exported.run_decompositions({})
-        except Exception as e:  # torch raises many kinds; the user needs the first line
-            raise CaptureError(
-                f"torch.export could not functionalize the state updates of "
-                f"{type(model).__name__}: {_first_line(e)}"
-            ) from e
+        exported = _functional(model, _export(model, example_inputs, kwargs, dynamic_shapes, None))
     seconds = time.perf_counter() - start
 
     tied_map = resolve_tied_weights(model)

@@ -45,9 +45,9 @@ class StaticCacheLM(torch.nn.Module):
     layer's tensors at the wrapper's own (possibly traced) buffers.
     """
 
-    layer_stamping = False
-    """Its programs write the KV cache: torch.export traces every layer
-    (forge.frontend.stamping)."""
+    layer_stamping = True
+    """torch.export traces three layers of each program and the others are stamped
+    from the third (forge.frontend.stamping); `layer_state` names what each writes."""
 
     def __init__(self, model: torch.nn.Module, capacity: int):
         super().__init__()
@@ -67,16 +67,15 @@ class StaticCacheLM(torch.nn.Module):
         self._bindings = [
             (i, attribute, f"{name}_{i}")
             for i in self.attention
-            for attribute, name in (
-                ("keys", "key_cache"),
-                ("values", "value_cache"),
-                ("cumulative_length", "cumulative_length"),
-            )
+            for attribute, name in (("keys", "key_cache"), ("values", "value_cache"))
         ] + [(i, "history", f"conv_state_{i}") for i in self.conv]
-        """(layer, its state attribute, the wrapper's buffer) for every state tensor."""
+        """(layer, its state attribute, the wrapper's buffer) for every layer's state."""
         self._initialize(config)
         for i, attribute, name in self._bindings:
             self.register_buffer(name, getattr(layers[i], attribute), persistent=False)
+        self.register_buffer("cache_length", torch.zeros((), dtype=torch.long), persistent=False)
+        """The step's first position, which every attention layer reports as its
+        `cumulative_length` (the model derives its position ids and mask from it)."""
 
     def _initialize(self, config: Any) -> None:
         """Allocate every layer's state by one eager step at position 0 (the layers take
@@ -100,9 +99,14 @@ class StaticCacheLM(torch.nn.Module):
                 getattr(layers[i], attribute).zero_()
 
     def cache_buffers(self) -> list[torch.Tensor]:
-        """The cache state: every attention layer's keys, values and cumulative length,
-        every conv layer's input history."""
-        return [getattr(self, name) for _, _, name in self._bindings]
+        """The cache state: every attention layer's keys and values, every conv layer's
+        input history, and the shared cache length."""
+        return [getattr(self, name) for _, _, name in self._bindings] + [self.cache_length]
+
+    def layer_state(self, index: int) -> tuple[str, ...]:
+        """The buffers layer `index` of the stack writes (forge.frontend.stamping maps
+        them from layer to layer)."""
+        return tuple(name for i, _, name in self._bindings if i == index)
 
     def reset_cache(self) -> None:
         """Zero the cache in place (the compiled programs hold these tensors)."""
@@ -122,6 +126,8 @@ class StaticCacheLM(torch.nn.Module):
         layers = self.static_cache.layers
         for i, attribute, name in self._bindings:
             setattr(layers[i], attribute, getattr(self, name))
+        for i in self.attention:
+            layers[i].cumulative_length = self.cache_length
         return self._step(input_ids, cache_position, logits_at)
 
     @property
@@ -136,10 +142,13 @@ class StaticCacheLM(torch.nn.Module):
         logits_at: torch.Tensor | None = None,
     ) -> torch.Tensor:
         layers = self.static_cache.layers
-        # The attention layers write at cumulative_length (they derive positions from it);
-        # set it from the step's first position, as transformers' export wrapper does.
+        # The model derives its position ids and mask from the cache length (the first
+        # layer's `cumulative_length`): the step's first position, as transformers'
+        # export wrapper sets it; the layers write at the step's positions.
+        if self.attention:
+            layers[self.attention[0]].cumulative_length.copy_(cache_position[0])
         for i in self.attention:
-            layers[i].cumulative_length.copy_(cache_position[0])
+            layers[i].positions = cache_position
         for i in self.conv:
             layers[i].positions = cache_position
         keep = {} if logits_at is None else {"logits_to_keep": logits_at}

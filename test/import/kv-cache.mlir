@@ -15,7 +15,7 @@
 // RUN: filecheck %s --check-prefix=IMPORTED < %t.decode.mlir
 
 // IMPORTED: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
-// IMPORTED-SAME: npu.writes = ["key_cache.0", "value_cache.0", "cumulative_length.0", "key_cache.1", "value_cache.1", "cumulative_length.1"]
+// IMPORTED-SAME: npu.writes = ["key_cache.0", "value_cache.0", "key_cache.1", "value_cache.1", "cache_length"]
 // IMPORTED: npu.generic "aten.index_copy.default"(%key_cache.0, 2 : i64,
 
 // DECODE: func.func @forward(%input_ids: tensor<1x1xi64>, %cache_position: tensor<1xi64>,
@@ -50,17 +50,17 @@
 // PREFILL: func.return
 
 // The plan forge-opt prints for the decode step (-t python) writes each cache in place
-// after the graph, on the aten overload the executor runs, then the state write-backs.
+// after the graph, at the step's positions, on the aten overload the executor runs, then
+// the one state write-back (the cache length every layer reads as its position).
 // RUN: forge-opt %t.decode.mlir -p forge-pipeline -t python | filecheck %s --check-prefix=DECODE-PY
 // DECODE-PY-LABEL: def run(input_ids, cache_position,
 // DECODE-PY:      = seg0(
 // DECODE-PY-NEXT: # cpu: npu.cache_update
-// DECODE-PY-NEXT: v{{[0-9]+}} = torch.ops.aten.index_copy_.default(key_cache_0, 2, v{{[0-9]+}}, v{{[0-9]+}})
+// DECODE-PY-NEXT: v{{[0-9]+}} = torch.ops.aten.index_copy_.default(key_cache_0, 2, cache_position, v{{[0-9]+}})
 // DECODE-PY-NEXT: # cpu: npu.cache_update
 // DECODE-PY-NEXT: v{{[0-9]+}} = torch.ops.aten.index_copy_.default(value_cache_0, 2,
-// DECODE-PY:      torch.ops.aten.index_copy_.default(value_cache_1, 2,
-// DECODE-PY-NEXT: cumulative_length_0.copy_(v{{[0-9]+}})  # npu.writes
-// DECODE-PY-NEXT: cumulative_length_1.copy_(v{{[0-9]+}})  # npu.writes
+// DECODE-PY:      torch.ops.aten.index_copy_.default(value_cache_1, 2, cache_position,
+// DECODE-PY-NEXT: cache_length.copy_(v{{[0-9]+}})  # npu.writes
 // DECODE-PY-NEXT: return (v{{[0-9]+}},)
 
 // An in-place update whose cache something reads after it breaks its contract: a located error.

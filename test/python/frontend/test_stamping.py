@@ -1,6 +1,7 @@
-"""Layer stamping (forge.frontend.stamping): torch.export traces two layers of a stack
+"""Layer stamping (forge.frontend.stamping): torch.export traces three layers of a stack
 of interchangeable ones, the rest are copied in the graph. The imported IR must be the
-one a whole export gives, and anything that makes layers differ must fall back."""
+one a whole export gives (forward programs, and the prefill and decode programs that
+write a KV cache), and anything that makes layers differ must fall back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import transformers
 from forge.frontend import models, stamping
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
+from forge.frontend.static_cache import capture_programs
 from forge.runtime.executor import compile_model
+from forge.runtime.generate import compile_lm
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer")
 
@@ -180,8 +183,8 @@ def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert captured.stamped == ""
 
 
-class Counting(Stack):
-    """Layers that bump a buffer in place: functionalized on the whole program."""
+class CountsCalls(torch.nn.Module):
+    """Bumps a buffer of its own in place at every call."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -192,8 +195,83 @@ class Counting(Stack):
         return super().forward(x)
 
 
-def test_in_place_state_is_exported_whole() -> None:
+class Counting(CountsCalls, Stack):
+    """The parent bumps a buffer in place, around the layers: stamped, and the write
+    stays the program's."""
+
+
+def test_state_written_around_the_layers_is_kept() -> None:
     model = Counting().eval()
+    x = torch.randn(2, 8)
+    captured = capture(model, (x,))
+    assert captured.stamped.startswith("layers 3-4 of layers")
+    assert count(captured, "tanh") == 5
+    executor, _ = compile_model(model, (x,), cache=False)
+    with torch.no_grad():
+        want = Counting().eval()(x)
+        torch.testing.assert_close(executor(x)[0], want)
+        executor(x)
+    assert model.calls.item() == 2
+
+
+class OwnCounter(CountsCalls, Layer):
+    """A layer that bumps a buffer of its own: not a state the stack names."""
+
+
+class CountingLayers(Stack):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(OwnCounter() for _ in range(5))
+
+
+def test_layers_writing_unnamed_state_are_exported_whole() -> None:
+    model = CountingLayers().eval()
     captured = capture(model, (torch.randn(2, 8),))
     assert captured.stamped == ""
     assert count(captured, "tanh") == 5
+    written = [s.target for s in captured.exported.graph_signature.output_specs if s.target]
+    assert written == [f"layers.{i}.calls" for i in range(5)]
+
+
+def program_ir(
+    wrapper: torch.nn.Module, kwargs: dict, stamp: bool, mp: pytest.MonkeyPatch
+) -> tuple:
+    mp.setenv("FORGE_LAYER_STAMPING", "1" if stamp else "0")
+    captured = capture(wrapper, (), example_kwargs=dict(kwargs))
+    return str(import_program(captured).module), captured.stamped
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b"])
+def test_cache_programs_are_stamped_as_whole_exports(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prefill and decode write every layer's keys and values: the stamped layers read
+    and write their own cache buffers, and the IR is the whole export's."""
+    programs = capture_programs(four_layers(name), 16, 4)
+    for kwargs in (programs.prefill_kwargs, programs.decode_kwargs):
+        stamped, note = program_ir(programs.wrapper, kwargs, True, monkeypatch)
+        whole, _ = program_ir(programs.wrapper, kwargs, False, monkeypatch)
+        assert "traced 3 of 4" in note
+        assert 'npu.writes = ["key_cache.0", "value_cache.0"' in stamped
+        assert '"key_cache.3", "value_cache.3", "cache_length"]' in stamped
+        assert stamped == whole
+
+
+def test_stamped_cache_programs_generate_as_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORGE_LAYER_STAMPING", "1")
+    model = four_layers("llama-3.2-1b")
+    lm = compile_lm(model, capacity=24, prompt_capacity=4)
+    notes = lm.prefill.report.notes + lm.decode.report.notes
+    assert sum("stamped from layer 2" in note for note in notes) == 2
+    for seed in range(3):
+        prompt = torch.randint(1, 256, (1, 6), generator=torch.Generator().manual_seed(seed))
+        want = model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            do_sample=False,
+            max_new_tokens=8,
+            pad_token_id=0,
+            eos_token_id=None,
+        )[0, 6:].tolist()
+        lm.reset()
+        assert lm.generate(prompt, 8) == want

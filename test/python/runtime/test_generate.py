@@ -202,13 +202,14 @@ def test_cache_writes_are_one_step(built: Built) -> None:
 
 
 def test_cache_holds_every_layer_state(built: Built) -> None:
-    """Keys, values and a length per attention layer; the conv input at every position
-    (after kernel - 1 zero columns) per LFM2 convolution layer."""
+    """Keys and values per attention layer; the conv input at every position (after
+    kernel - 1 zero columns) per LFM2 convolution layer; one cache length for all."""
     lm = built.lm
     buffers = lm.wrapper.cache_buffers()
     convs = lm.num_layers - lm.attention_layers
-    assert len(buffers) == 3 * lm.attention_layers + convs
-    for state in buffers[3 * lm.attention_layers :]:
+    assert len(buffers) == 2 * lm.attention_layers + convs + 1
+    assert buffers[-1].shape == () and buffers[-1].dtype == torch.long
+    for state in buffers[2 * lm.attention_layers : -1]:
         config = built.model.config
         assert list(state.shape) == [1, config.hidden_size, config.conv_L_cache - 1 + CAPACITY]
     lm.generate(_prompt(), NEW_TOKENS)
