@@ -18,6 +18,7 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.frontend import stamping
+from forge.frontend.functionalize import functionalize_buffer_writes
 
 
 class CaptureError(ForgeError):
@@ -156,8 +157,14 @@ def _functional(
     model: torch.nn.Module, exported: torch.export.ExportedProgram
 ) -> torch.export.ExportedProgram:
     """`exported` with its in-place ops functionalized (their writes become
-    `BUFFER_MUTATION` outputs), or as it is when it has none."""
+    `BUFFER_MUTATION` outputs), or as it is when it has none. A model that says its
+    state changes are all in-place writes of whole buffers (`writes_only_buffers`: the
+    KV-cache programs) has them rewritten in the graph; others are retraced, which also
+    finds the writes an op makes behind its schema (BatchNorm's running statistics in
+    train mode)."""
     if not mutates(exported):
+        return exported
+    if getattr(model, "writes_only_buffers", False) and functionalize_buffer_writes(exported):
         return exported
     try:
         with (

@@ -49,6 +49,11 @@ class StaticCacheLM(torch.nn.Module):
     """torch.export traces three layers of each program and the others are stamped
     from the third (forge.frontend.stamping); `layer_state` names what each writes."""
 
+    writes_only_buffers = True
+    """Its state changes are the caches' `index_copy_` and the length's `copy_`, in-place
+    writes of whole buffers that capture makes functional in the graph
+    (forge.frontend.functionalize) instead of retracing the program."""
+
     def __init__(self, model: torch.nn.Module, capacity: int):
         super().__init__()
         # Imported here: transformers takes seconds to import.
