@@ -201,7 +201,9 @@ def capture(
     exported, stamped = None, ""
     if stack is not None:
         try:
-            exported = _functional(model, _export(model, example_inputs, kwargs, None, stack))
+            exported = _functional(
+                model, _export(model, example_inputs, kwargs, dynamic_shapes, stack)
+            )
             stamping.stamp(exported, stack)
             last = stamping.TRACED - 1
             stamped = (

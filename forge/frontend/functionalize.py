@@ -57,8 +57,8 @@ def functionalize_buffer_writes(exported: torch.export.ExportedProgram) -> bool:
         for spec in signature.input_specs
         if spec.kind == InputKind.BUFFER and spec.target is not None
     }
-    writes: list[tuple[Node, Any, str]] = []
-    temporaries: list[tuple[Node, Any]] = []
+    rewrites: list[tuple[Node, Any]] = []
+    writes: list[tuple[Node, str]] = []
     for node in graph.nodes:
         schema = getattr(node.target, "_schema", None)
         if node.op != "call_function" or schema is None or not schema.is_mutable:
@@ -68,23 +68,22 @@ def functionalize_buffer_writes(exported: torch.export.ExportedProgram) -> bool:
         if functional is None or not isinstance(written, Node) or len(written.users) != 1:
             return False
         if written.op == "placeholder" and written.name in buffers:
-            writes.append((node, functional, buffers[written.name]))
-        elif _fresh(written):  # `torch.tensor(...).detach_()`: nobody else holds it
-            temporaries.append((node, functional))
-        else:
+            writes.append((node, buffers[written.name]))
+        elif not _fresh(written):  # `torch.tensor(...).detach_()`: nobody else holds it
             return False
+        rewrites.append((node, functional))
     if not writes:
         return False
-    for node, functional in [(node, functional) for node, functional, _ in writes] + temporaries:
+    for node, functional in rewrites:
         node.target = functional
     order = {spec.target: i for i, spec in enumerate(signature.input_specs)}
-    writes.sort(key=lambda write: order[write[2]])
+    writes.sort(key=lambda write: order[write[1]])
     output = next(node for node in reversed(graph.nodes) if node.op == "output")
-    results = [node for node, _, _ in writes] + list(output.args[0])
+    results = [node for node, _ in writes] + list(output.args[0])
     output.args = (type(output.args[0])(results),)
     signature.output_specs[:] = [
         OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(node.name), target)
-        for node, _, target in writes
+        for node, target in writes
     ] + list(signature.output_specs)
     return True
 

@@ -355,14 +355,14 @@ def _copy_layers(
         if spec.arg.name in weights and (spec.target or "").startswith(prefix1)
     }
     placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
-    buffers = {spec.target: placeholders[name] for name, spec in weights.items()}
+    by_target = {spec.target: placeholders[name] for name, spec in weights.items()}
     state = stack.state(last_traced) if stack.state is not None else ()
-    read_state = [name for name in state if name in buffers]
+    read_state = [name for name in state if name in by_target]
     for index in range(TRACED, len(stack.layers)):  # checked before the graph changes
         missing = [
             name
             for name in read_state
-            if stack.counterpart(name, last_traced, index) not in buffers
+            if stack.counterpart(name, last_traced, index) not in by_target
         ]
         if missing:
             raise Mismatch(f"layer {index} has no counterpart of {', '.join(missing)}")
@@ -382,7 +382,7 @@ def _copy_layers(
     for index in range(TRACED, len(stack.layers)):
         prefix = f"{stack.path}.{index}."
         current: dict[Node, Node] = {
-            buffers[name]: buffers[stack.counterpart(name, last_traced, index)]
+            by_target[name]: by_target[stack.counterpart(name, last_traced, index)]
             for name in read_state
         }
         with graph.inserting_after(anchor):
