@@ -250,6 +250,13 @@ def _addresses(factory: Any) -> tuple[dict[int, int], dict[int, int]]:
     return found
 
 
+_OWNERS: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
+"""Per factory: the token of the `GraphCall` that bound its inputs last."""
+
+STAGE_BYTES = 4096
+"""Inputs of at most this size are copied into memory the graph stays bound to."""
+
+
 class GraphCall:
     """One call of a compiled graph, as the executor's `Segment` and the printed plan
     (`forge-opt -t python`) both make it: each input bound as its `GraphInput` says
@@ -277,18 +284,48 @@ class GraphCall:
         ]
         """Inputs bound at every call (the others are baked into the graph)."""
         self._frozen: dict[int, list[np.ndarray]] = {}
+        self._parameter: dict[int, int] = {}
+        """Per bound input: the index of its first graph parameter (int8 inputs bind two:
+        values and scales)."""
+        for i in self.bound:
+            self._parameter[i] = sum(
+                2 if self.inputs[j].storage == "int8" else 1  # type: ignore[union-attr]
+                for j in self.bound
+                if j < i
+            )
+        self._dynamic: list[int] = list(self.bound)
+        """Bound inputs that are not frozen: bound at every call."""
+        self._token = object()
+        """Marks the factory's bindings as this call's (`_OWNERS`)."""
+        self._stages: dict[int, tuple[np.ndarray, int]] = {}
+        """Per graph parameter: the array small inputs are copied into (`_stage`)."""
+        self._views: dict[int, tuple[torch.Tensor | None, int, list[np.ndarray], list[int]]] = {}
+        """Per bound input: (tensor, its address, arrays, their addresses) when the arrays
+        are the tensor's own memory, so that the next call with the same tensor reuses
+        them; (None, 0, arrays, addresses) for a frozen input (a decode step binds the
+        same 24 caches at every call)."""
         self._pool = ResultPool()
         self._input_addresses, self._output_addresses = _addresses(factory)
         self._out_dtypes = (
             [_torch_for_numpy(a.dtype) for a in factory.out] if factory is not None else []
         )
         """The torch dtype of each of the factory's outputs."""
+        self._out_shapes = [a.shape for a in factory.out] if factory is not None else []
+        self._own_addresses = [a.ctypes.data for a in factory.out] if factory is not None else []
+        """Where each of the factory's outputs is written by default (its own arrays)."""
+        self._plan_out: Sequence[torch.Tensor | None] | None = None
+        self._plan: tuple[list[torch.Tensor | None], list[int], bool] | None = None
 
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
         """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
         instead of at every call. The caller keeps passing it."""
         if index in self.bound:
+            self._views.pop(index, None)
+            self._frozen.pop(index, None)
             self._frozen[index] = self._arrays(index, tensor)
+            self._dynamic = [i for i in self.bound if i not in self._frozen]
+            if self.factory is not None:
+                _OWNERS.pop(self.factory, None)  # bind it at the next call
 
     def _arrays(self, index: int, tensor: torch.Tensor) -> list[np.ndarray]:
         """The arrays bound for input `index`: frozen once, or made of `tensor` now."""
@@ -307,17 +344,14 @@ class GraphCall:
         if len(tensors) != len(self.inputs):
             raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
         factory, computed_results, fresh = self.factory, [], {}
-        targets = list(out) or [None] * len(self.results)
+        targets, wanted, direct = self._output_plan(out)
         if factory is not None:
             # The arrays must stay alive until the run: the graph reads them in place.
-            arrays = [array for i in self.bound for array in self._arrays(i, tensors[i])]
-            for i, array in enumerate(arrays):
-                address = array.ctypes.data
-                if self._input_addresses.get(i) != address:
-                    factory.set_input_tensor(array, i)
-                    self._input_addresses[i] = address
-            fresh = self._bind_outputs(factory, targets)
+            arrays = self._bind_inputs(factory, tensors)  # noqa: F841
+            fresh = self._bind_outputs(factory, wanted)
             _run_graph(factory)
+            if direct:
+                return tuple(fresh[i] for _, i in self.results)
             computed_results = factory.out
         # The factory reuses its output buffers on the next run: copy them out, except
         # the ones it wrote straight into fresh tensors.
@@ -335,30 +369,100 @@ class GraphCall:
             outputs.append(_copy_out(value, dtype, target))
         return tuple(outputs)
 
-    def _bind_outputs(self, factory: Any, targets: Sequence[torch.Tensor | None]) -> dict:
-        """Point each graph result at its destination for this run: a fresh tensor for
-        results nobody gave a buffer (the function's results, such as the logits), so
-        the graph writes them in place instead of into its own array plus a copy; the
-        factory's own array otherwise. Arena buffers are not written in place: linear
-        scan may give an output the buffer of an input of the same segment, which the
-        graph still reads while it writes its results."""
-        lib = _bindings().lib
-        fresh: dict[int, torch.Tensor] = {}
-        out_dtypes = self._out_dtypes
-        wanted = {
-            i
+    def _output_plan(
+        self, out: Sequence[torch.Tensor | None]
+    ) -> tuple[list[torch.Tensor | None], list[int], bool]:
+        """(a target per output, the graph results written into pooled tensors, whether
+        every output is such a result), for `out`: decided once for an executor step,
+        which passes the same `out` at every call."""
+        if out is self._plan_out and self._plan is not None:
+            return self._plan
+        targets = list(out) or [None] * len(self.results)
+        pooled = [
+            computed
+            and target is None
+            and i < len(self._out_dtypes)
+            and self._out_dtypes[i] == dtype
             for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True)
-            if computed and target is None and out_dtypes[i] == dtype
-        }
-        for i, array in enumerate(factory.out):
-            if i in wanted:
-                fresh[i] = self._pool.take(i, array.shape, out_dtypes[i])
-                address = fresh[i].data_ptr()
-            else:
-                address = array.ctypes.data
-            if self._output_addresses.get(i) != address:
+        ]
+        wanted = sorted({i for (_, i), ok in zip(self.results, pooled, strict=True) if ok})
+        self._plan_out = out
+        self._plan = (targets, wanted, all(pooled))
+        return self._plan
+
+    def _bind_inputs(self, factory: Any, tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
+        """Point the graph's parameters at the arrays of the bound inputs (an address it
+        holds already is not set again; frozen inputs stay bound while no other call of
+        the same factory rebinds them); returns the arrays the run reads."""
+        held = self._input_addresses
+        mine = _OWNERS.get(factory) is self._token
+        kept: list[np.ndarray] = []
+        for i in self._dynamic if mine else self.bound:
+            arrays, addresses = self._input_arrays(i, tensors[i])
+            index = self._parameter[i]
+            frozen = i in self._frozen  # bound where it lives: state changes in place
+            for array, address in zip(arrays, addresses, strict=True):
+                if held.get(index) != address and not frozen:
+                    array, address = self._stage(index, array, address)
+                if held.get(index) != address:
+                    factory.set_input_tensor(array, index)
+                    held[index] = address
+                kept.append(array)
+                index += 1
+        _OWNERS[factory] = self._token
+        return kept
+
+    def _input_arrays(self, i: int, tensor: torch.Tensor) -> tuple[list[np.ndarray], list[int]]:
+        """Input `i`'s arrays and their addresses, reused while they are `tensor`'s own
+        memory or frozen."""
+        view = self._views.get(i)
+        if view is not None and (
+            view[0] is None or (view[0] is tensor and view[1] == tensor.data_ptr())
+        ):
+            return view[2], view[3]
+        arrays = self._arrays(i, tensor)
+        addresses = [array.ctypes.data for array in arrays]
+        if i in self._frozen:
+            self._views[i] = (None, 0, arrays, addresses)
+        elif addresses == [tensor.data_ptr()]:
+            self._views[i] = (tensor, addresses[0], arrays, addresses)
+        return arrays, addresses
+
+    def _stage(self, index: int, array: np.ndarray, address: int) -> tuple[np.ndarray, int]:
+        """A small array (a token id, a position) copied into the same memory at every
+        call, so the graph's parameter stays bound to it: OpenVINO's `set_input_tensor`
+        costs more than the copy. Larger arrays are bound where they are."""
+        if array.nbytes > STAGE_BYTES:
+            return array, address
+        stage = self._stages.get(index)
+        if stage is None or stage[0].shape != array.shape or stage[0].dtype != array.dtype:
+            staged = np.empty(array.shape, array.dtype)
+            stage = self._stages[index] = (staged, staged.ctypes.data)
+        np.copyto(stage[0], array)
+        return stage
+
+    def _bind_outputs(self, factory: Any, wanted: Sequence[int]) -> dict[int, torch.Tensor]:
+        """Point each graph result at its destination for this run: a pooled tensor for
+        the `wanted` results (the function's results, such as the logits, and values no
+        arena buffer holds), so the graph writes them in place instead of into its own
+        array plus a copy; the factory's own array otherwise. Arena buffers are not
+        written in place: linear scan may give an output the buffer of an input of the
+        same segment, which the graph still reads while it writes its results."""
+        lib = _bindings().lib
+        held = self._output_addresses
+        fresh: dict[int, torch.Tensor] = {}
+        take = self._pool.take
+        for i in wanted:
+            tensor = fresh[i] = take(i, self._out_shapes[i], self._out_dtypes[i])
+            address = tensor.data_ptr()
+            if held.get(i) != address:
                 lib.set_output(factory._mm, address, i)
-                self._output_addresses[i] = address
+                held[i] = address
+        if len(wanted) < len(self._own_addresses):
+            for i, address in enumerate(self._own_addresses):
+                if i not in fresh and held.get(i) != address:
+                    lib.set_output(factory._mm, address, i)
+                    held[i] = address
         return fresh
 
 
@@ -418,29 +522,36 @@ class ResultPool:
     """
 
     def __init__(self) -> None:
-        self._tensors: dict[int, torch.Tensor] = {}
-        self._idle: dict[int, tuple[int, int]] = {}
-
-    @staticmethod
-    def _references(tensor: torch.Tensor) -> tuple[int, int]:
-        use_count = getattr(torch._C, "_storage_Use_Count", None)
-        storage = use_count(tensor.untyped_storage()._cdata) if use_count else -1
-        return sys.getrefcount(tensor), storage
+        self._entries: dict[int, tuple[torch.Tensor, int, int, int]] = {}
+        """Per index: (tensor, its storage's handle, its reference and storage use
+        counts while only the pool holds it)."""
 
     def take(self, index: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        tensor = self._tensors.get(index)
-        if (
-            tensor is not None
-            and tuple(tensor.shape) == tuple(shape)
-            and tensor.dtype == dtype
-            and self._references(tensor) == self._idle[index]
-            and self._idle[index][1] >= 0
-        ):
-            return tensor
+        entry = self._entries.get(index)
+        if entry is not None:
+            tensor, storage, references, uses = entry
+            if (
+                uses >= 0
+                and sys.getrefcount(tensor) == references
+                and _storage_uses(storage) == uses
+                and tensor.shape == tuple(shape)
+                and tensor.dtype == dtype
+            ):
+                return tensor
         tensor = torch.empty(tuple(shape), dtype=dtype)
-        self._tensors[index] = tensor
-        self._idle[index] = self._references(tensor)
+        storage = tensor.untyped_storage()._cdata
+        # The idle counts are taken as `take` sees them: the pool's entry and a local.
+        self._entries[index] = (tensor, storage, 0, 0)
+        references = sys.getrefcount(tensor)
+        uses = _storage_uses(storage)
+        self._entries[index] = (tensor, storage, references, uses)
         return tensor
+
+
+def _storage_uses(storage: int) -> int:
+    """How many tensors and views share a storage (-1 where torch cannot say)."""
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    return use_count(storage) if use_count is not None else -1
 
 
 def _copy_out(value: torch.Tensor, dtype: torch.dtype, target: torch.Tensor | None) -> torch.Tensor:

@@ -368,6 +368,19 @@ _VALUE_INDEPENDENT = frozenset(
 """Generic ops that read only their input's type, never its values."""
 
 
+def _nondeterministic(op: npu.GenericOp) -> bool:
+    name = op.opcode.split(".")[1] if op.opcode.count(".") == 2 else op.opcode
+    return op.has_side_effects is not None or any(w in name for w in _NONDETERMINISTIC)
+
+
+def is_deterministic(op: Operation) -> bool:
+    """Whether `op` computes the same results from the same operand values, with no
+    side effect (the executor's tables of CPU results rely on it)."""
+    if isinstance(op, npu.GenericOp) and _nondeterministic(op):
+        return False
+    return side_effect_free(op)
+
+
 def _evaluable(op: Operation) -> bool:
     """Whether `op` computes the same value every run from what the IR already holds.
 
@@ -376,8 +389,7 @@ def _evaluable(op: Operation) -> bool:
     if not isinstance(op, npu.NpuOp) or isinstance(op, npu.ConstantOp) or not op.results:
         return False
     if isinstance(op, npu.GenericOp):
-        name = op.opcode.split(".")[1] if op.opcode.count(".") == 2 else op.opcode
-        if op.has_side_effects is not None or any(w in name for w in _NONDETERMINISTIC):
+        if _nondeterministic(op):
             return False
         if op.opcode in _VALUE_INDEPENDENT:
             return all(_is_static(v.type) for v in op.operands)

@@ -75,9 +75,11 @@ from forge.runtime.compile_cache import (
 )
 from forge.runtime.host_profile import load_host_profile
 from forge.runtime.precision import measure_mixed_precision
+from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import HostProfile, load_profile
+from forge.transforms.npu_fold_constants import is_deterministic
 from forge.transforms.npu_linear_scan import AllocationReport, allocate
 from forge.transforms.npu_liveness import is_view
 from forge.transforms.npu_schedule_affinity import check_schedule, device_of
@@ -105,6 +107,11 @@ class Step:
     cache_updates: tuple[int, int] | None = None
     """A step of `npu.cache_update`s: (slot of their positions, dim). The next cache
     update at the same positions and dim joins it (`cache_updates_kernel`)."""
+    pure: bool = False
+    """A CPU kernel whose results depend only on its inputs' values, with no side effect
+    (`is_deterministic`): it may join a `Table`."""
+    tabled: bool = False
+    """Computed by an earlier step's `Table`: skipped (it still counts its device)."""
 
 
 @dataclass
@@ -222,6 +229,9 @@ class CompiledNPUExecutor:
         """(result slot, argument slot): copied back after a call (an `npu.cache_update`
         wrote the others in place)."""
         self._steps = self._mark_state_inputs(function, written)
+        self.table = self._tabulate(function, written)
+        """The `Table` of CPU results keyed by small inputs (a decode step's mask), or
+        None."""
         self.npu_ops = sum(len(s.ops) for s in self.segments)
         self.compile_seconds = sum(s.compile_seconds for s in self.segments)
         """NNFactory build+compile time of the graphs this executor compiled (cache hits
@@ -275,7 +285,7 @@ class CompiledNPUExecutor:
         inputs = tuple(self._slot(v) for v in op.operands)
         outputs = self._new_slots(op.results)
         step = Step(self._cpu_kernel(op), inputs, outputs, "cpu", False)
-        self._steps.append(replace(step, threaded=wants_threads(op)))
+        self._steps.append(replace(step, threaded=wants_threads(op), pure=is_deterministic(op)))
 
     def _add_cache_update(self, op: npu.CacheUpdateOp) -> None:
         """One step for a run of cache updates at the same positions and dim: a decode
@@ -342,6 +352,42 @@ class CompiledNPUExecutor:
             for step in self._steps
         ]
 
+    def _tabulate(self, function: func.FuncOp, written: set[int]) -> Table | None:
+        """Compute the CPU steps computable from small inputs alone in one `Table` step,
+        placed before the first of them; they stay in place, skipped, so the device
+        sequence (and its transition count) is the schedule's."""
+        types = [a.type for a in function.body.block.args[: self.num_inputs]]
+        caches = {
+            step.inputs[i]
+            for step in self._steps
+            if step.cache_updates
+            for i in range(1, len(step.inputs), 2)
+        }
+        keys = key_slots(types, written | caches)
+        sources = {slot for slot, _ in self._write_slots}
+        # Values handed to the caller, or to a kernel that may write its operands (a
+        # cache update), are never a table's: they could be changed in place.
+        written_by_kernels = {
+            slot
+            for step in self._steps
+            if not step.segment and not step.pure
+            for slot in step.inputs
+        }
+        protected = set(self._results) | written_by_kernels
+        chain = find_chain(self._steps, keys, protected, sources) if keys else None
+        if chain is None:
+            return None
+        # The values stay the table's own, out of the arena: the table runs before the
+        # steps it replaces, when the buffers linear scan gave their values may still
+        # hold others. (A graph reading a small one binds its staged copy.)
+        table = Table(self._steps, chain)
+        first = chain.members[0]
+        for index in chain.members:
+            self._steps[index] = replace(self._steps[index], tabled=True)
+        step = Step(table, chain.keys, chain.outputs, "cpu", False)
+        self._steps.insert(first, step)  # a CPU step before a CPU step: no new transition
+        return table
+
     def _bind_buffers(
         self, function: func.FuncOp, allocation: AllocationReport | None
     ) -> tuple[torch.Tensor | None, int]:
@@ -387,6 +433,8 @@ class CompiledNPUExecutor:
                 if previous is not None and step.device != previous:
                     stats.transitions += 1
                 previous = step.device
+                if step.tabled:
+                    continue
                 if pool and (wanted := pool if step.threaded else 1) != threads:
                     torch.set_num_threads(wanted)  # graph_threads restores it on exit
                     threads = wanted

@@ -201,6 +201,7 @@ class CompiledLM:
             self.stats.decode_seconds.append(time.perf_counter() - start)
             self.stats.decode_bytes_moved.append(self.decode.executor.stats.bytes_moved)
             tokens.append(choose(logits[0, -1]))
+            del logits  # free again at the next step: the graph writes into the same memory
         return tokens
 
 

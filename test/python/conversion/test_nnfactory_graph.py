@@ -823,3 +823,49 @@ def test_bound_addresses_follow_every_call_of_a_shared_graph() -> None:
     x.mul_(2)  # in place: same address, new values
     (y,) = first(x, w, b)
     torch.testing.assert_close(y, expected(x, w, b), rtol=1e-5, atol=1e-4)
+
+
+def test_frozen_inputs_stay_bound_and_small_inputs_are_staged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call rebinds only what changed: a frozen weight is bound once while its graph's
+    last call was its own, and again when a segment sharing the graph bound another;
+    a small input is copied into memory the graph stays bound to, so a new tensor at
+    every call (a decode step's token) costs no `set_input_tensor`. Values follow every
+    change: new tensors, in-place writes, the other segment's weights."""
+    text = LINEAR.replace("ROWS", "4")
+    first = build_segment(body_ops(entry_function(parse_module(text))))
+    second = build_segment(body_ops(entry_function(parse_module(text))))
+    assert second.graph is first.graph
+    generator = torch.Generator().manual_seed(0)
+    w1, w2 = torch.randn(64, 32, generator=generator), torch.randn(64, 32, generator=generator)
+    b = torch.randn(64, generator=generator)
+    first.freeze(1, w1)
+    second.freeze(1, w2)
+    factory = first.graph.factory
+    bound: list[int] = []
+    original = factory.set_input_tensor
+
+    def recording(array: np.ndarray, index: int) -> None:
+        bound.append(index)
+        original(array, index)
+
+    monkeypatch.setattr(factory, "set_input_tensor", recording)
+    linear = torch.nn.functional.linear
+    for step in range(4):
+        x = torch.randn(4, 32, generator=generator)  # a new tensor every call
+        (y,) = first(x, w1, b)
+        torch.testing.assert_close(y, linear(x, w1, b), rtol=1e-5, atol=1e-4)
+        if step > 0:  # the first call binds what the graph does not hold yet
+            assert bound == [], f"call {step} rebound {bound}"
+        bound.clear()
+    x.mul_(3)  # in place: the staged copy is refreshed
+    (y,) = first(x, w1, b)
+    torch.testing.assert_close(y, linear(x, w1, b), rtol=1e-5, atol=1e-4)
+    (y,) = second(x, w2, b)  # the shared graph now binds w2
+    torch.testing.assert_close(y, linear(x, w2, b), rtol=1e-5, atol=1e-4)
+    assert 1 in bound
+    bound.clear()
+    (y,) = first(x, w1, b)  # and w1 again
+    torch.testing.assert_close(y, linear(x, w1, b), rtol=1e-5, atol=1e-4)
+    assert 1 in bound

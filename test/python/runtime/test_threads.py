@@ -29,11 +29,12 @@ def two_threads() -> Iterator[None]:
 
 
 def record_threads(executor: CompiledNPUExecutor) -> list[tuple[bool, list[int]]]:
-    """Per CPU step: (threaded, torch's thread count at each of its calls)."""
+    """Per CPU step that runs (a table computes the steps it holds): (threaded, torch's
+    thread count at each of its calls)."""
     seen: list[tuple[bool, list[int]]] = []
     steps = []
     for step in executor.steps:
-        if step.segment:
+        if step.segment or step.tabled:
             steps.append(step)
             continue
         counts: list[int] = []
