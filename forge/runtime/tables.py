@@ -27,7 +27,7 @@ KEY_ELEMENTS = 256
 """Inputs of at most this many elements can key a table (a decode step's positions)."""
 MAX_ENTRIES = 4096
 """Distinct keys a table keeps; later keys are computed at every call."""
-MAX_BYTES = 64 << 20
+MAX_BYTES = 16 << 20
 """Bytes of results a table keeps; beyond them, later keys are computed at every call."""
 MIN_STEPS = 2
 """Fewer steps than this are left as they are: a lookup costs about one kernel."""
