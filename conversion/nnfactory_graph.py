@@ -299,6 +299,9 @@ class GraphCall:
         """Marks the factory's bindings as this call's (`_OWNERS`)."""
         self._stages: dict[int, tuple[np.ndarray, int]] = {}
         """Per graph parameter: the array small inputs are copied into (`_stage`)."""
+        self._small: dict[int, tuple[torch.Tensor, np.ndarray, int]] = {}
+        """Per small input once staged: (its staged array as a tensor, the array, its
+        address); later calls copy the input straight in (one `copy_`)."""
         self._views: dict[int, tuple[torch.Tensor | None, int, list[np.ndarray], list[int]]] = {}
         """Per bound input: (tensor, its address, arrays, their addresses) when the arrays
         are the tensor's own memory, so that the next call with the same tensor reuses
@@ -321,6 +324,7 @@ class GraphCall:
         instead of at every call. The caller keeps passing it."""
         if index in self.bound:
             self._views.pop(index, None)
+            self._small.pop(index, None)
             self._frozen.pop(index, None)
             self._frozen[index] = self._arrays(index, tensor)
             self._dynamic = [i for i in self.bound if i not in self._frozen]
@@ -398,12 +402,22 @@ class GraphCall:
         mine = _OWNERS.get(factory) is self._token
         kept: list[np.ndarray] = []
         for i in self._dynamic if mine else self.bound:
-            arrays, addresses = self._input_arrays(i, tensors[i])
-            index = self._parameter[i]
+            tensor, index = tensors[i], self._parameter[i]
+            small = self._small.get(i)
+            if small is not None and tensor.shape == small[0].shape:
+                small[0].copy_(tensor.detach())  # converts as `GraphInput.arrays` does
+                if held.get(index) != small[2]:
+                    factory.set_input_tensor(small[1], index)
+                    held[index] = small[2]
+                continue
+            arrays, addresses = self._input_arrays(i, tensor)
             frozen = i in self._frozen  # bound where it lives: state changes in place
             for array, address in zip(arrays, addresses, strict=True):
                 if held.get(index) != address and not frozen:
-                    array, address = self._stage(index, array, address)
+                    staged, address = self._stage(index, array, address)
+                    if staged is not array and len(arrays) == 1:
+                        self._small[i] = (torch.from_numpy(staged), staged, address)
+                    array = staged
                 if held.get(index) != address:
                     factory.set_input_tensor(array, index)
                     held[index] = address
