@@ -654,6 +654,7 @@ def _cache_key(
         os.environ.get("NNFACTORY_SNIPPETS_MODE"),
         os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
         _LINEAR_KERNELS.get(),
+        _SNIPPETS.get(),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -673,16 +674,19 @@ class GraphTrace(Protocol):
         ...
 
 
-def snippets_mode(ops: Sequence[Operation]) -> str:
+def snippets_mode(ops: Sequence[Operation], measured: bool = True) -> str:
     """How OpenVINO's CPU plugin may use snippets (JIT-fused subgraphs) for this graph:
-    `DISABLE`, unless NNFACTORY_SNIPPETS_MODE says otherwise.
+    NNFACTORY_SNIPPETS_MODE where the user set it, else what the host profile measured
+    for a graph of its rows (`snippets_by_rows`; `measured` False for graphs that are
+    not fp32 throughout, which the profile did not time), else `DISABLE`.
 
-    Snippets fuse MatMul-Softmax-MatMul(-Transpose) into one MHA kernel, and in 2024.4
-    that kernel computes garbage when the heads and sequence dims are equal (found by
-    `forge fuzz-models`; test_nnfactory_graph has the cases): such graphs are always
-    compiled without snippets, whatever the variable says. The others default to no
-    snippets too: GPT-2's graph then compiles in 0.6 s instead of 1.0 s, and its latency
-    moved by less than this machine's noise (`forge bench`, docs/executor.md).
+    Snippets fuse MatMul-Softmax-MatMul(-Transpose) into one MHA kernel and runs of
+    elementwise ops into one loop, and in 2024.4 the MHA kernel computes garbage when
+    the heads and sequence dims are equal (found by `forge fuzz-models`;
+    test_nnfactory_graph has the cases): such graphs are always compiled without
+    snippets, whatever the variable or the profile says. They cost compile time (GPT-2's
+    graph 0.73 -> 0.83 s on an AMD EPYC Zen 3) and pay off on some hosts and row counts
+    only, so the profile decides.
     """
     for op in ops:
         if not isinstance(op, npu.SDPAOp | npu.MatmulOp):
@@ -691,7 +695,38 @@ def snippets_mode(ops: Sequence[Operation]) -> str:
             shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
             if len(shape) >= 4 and shape[-3] == shape[-2]:
                 return "DISABLE"
-    return os.environ.get("NNFACTORY_SNIPPETS_MODE", "DISABLE")
+    if "NNFACTORY_SNIPPETS_MODE" in os.environ:
+        return os.environ["NNFACTORY_SNIPPETS_MODE"]
+    rule = _SNIPPETS.get() if measured else ()
+    rows = [linear_rows(op) for op in ops if isinstance(op, npu.WEIGHTED_LINEAR_OPS)]
+    if not rule or not rows:
+        return "DISABLE"
+    return "ENABLE" if _nearest(rule, max(rows)) else "DISABLE"
+
+
+SnippetsRule = tuple[tuple[int, bool], ...]
+"""(rows, snippets on) per measured row count (`forge.transforms.host_profile.
+KernelTiming.snippets`): an fp32 graph whose largest linear has the nearest row count
+(log scale) compiles with OpenVINO's snippets on or off; none measured: off."""
+
+_SNIPPETS: contextvars.ContextVar[SnippetsRule] = contextvars.ContextVar("snippets", default=())
+
+
+@contextlib.contextmanager
+def snippets_by_rows(rule: SnippetsRule) -> Iterator[None]:
+    """Graphs compiled inside use OpenVINO's snippets where `rule` says so for their
+    rows (`snippets_mode`)."""
+    token = _SNIPPETS.set(tuple(rule))
+    try:
+        yield
+    finally:
+        _SNIPPETS.reset(token)
+
+
+def _nearest(rule: Sequence[tuple[int, Any]], rows: int) -> Any:
+    """The value of `rule`'s entry whose row count is nearest `rows` (log scale)."""
+    bucket = min(rule, key=lambda entry: abs(math.log(max(rows, 1) / max(entry[0], 1))))
+    return bucket[1]
 
 
 @contextlib.contextmanager
@@ -767,10 +802,7 @@ def linear_kernels(rule: KernelRule) -> Iterator[None]:
 
 def linear_kernel(rule: KernelRule, rows: int) -> str:
     """`rule`'s kernel for a product of `rows` rows: the nearest measured row count's."""
-    if not rule:
-        return "fused"
-    nearest = min(rule, key=lambda bucket: abs(math.log(max(rows, 1) / max(bucket[0], 1))))
-    return nearest[1]
+    return _nearest(rule, rows) if rule else "fused"
 
 
 def _compile(
@@ -815,7 +847,8 @@ def _compile(
         )
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
     builder.factory.output_nodes = [nodes[address] for address in results]
-    with _snippets_mode(snippets_mode(ops)):
+    fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
+    with _snippets_mode(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
     return CompiledGraph(
         factory, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
@@ -1327,6 +1360,7 @@ __all__ = [
     "CacheStats",
     "NoNpuLowering",
     "Segment",
+    "SnippetsRule",
     "build_segment",
     "clear_cache",
     "dynamic_quantization",
@@ -1334,4 +1368,6 @@ __all__ = [
     "linear_kernels",
     "linear_rows",
     "segment_boundary",
+    "snippets_by_rows",
+    "snippets_mode",
 ]

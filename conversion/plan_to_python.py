@@ -56,6 +56,7 @@ from forge.conversion.nnfactory_graph import (
     build_segment,
     linear_kernels,
     segment_boundary,
+    snippets_by_rows,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -712,7 +713,9 @@ def plan_to_python(
         raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
-    rule = load_profile(profile).kernel_rule() if profile else ()
+    host = load_profile(profile) if profile else None
+    rule = host.kernel_rule() if host else ()
+    snippets = host.snippets_rule() if host else ()
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -758,7 +761,7 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording(trace), linear_kernels(rule):
+                with _recording(trace), linear_kernels(rule), snippets_by_rows(snippets):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:

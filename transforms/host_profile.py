@@ -87,6 +87,11 @@ class KernelTiming:
     fused_ms: float
     apart_ms: float
     onednn_ms: float | None = None
+    snippets_ms: float | None = None
+    """The graph in the form `kernel` chose, compiled with OpenVINO's snippets on; None
+    where a profile did not measure it (snippets stay off)."""
+    snippets_off_ms: float | None = None
+    """The same graph with snippets off, timed in the same rounds as `snippets_ms`."""
 
     @property
     def kernel(self) -> str:
@@ -98,11 +103,32 @@ class KernelTiming:
         ms, name = min(timed)
         return name if ms < self.fused_ms * (1 - KERNEL_MARGIN) else "fused"
 
+    @property
+    def kernel_ms(self) -> float:
+        """The time of the form `kernel` chose, snippets off."""
+        forms = {"fused": self.fused_ms, "apart": self.apart_ms, "onednn": self.onednn_ms}
+        return forms[self.kernel] or self.fused_ms
+
+    @property
+    def snippets(self) -> bool:
+        """Whether snippets on beat them off by `SNIPPETS_MARGIN` in that form."""
+        if self.snippets_ms is None:
+            return False
+        off = self.snippets_off_ms if self.snippets_off_ms is not None else self.kernel_ms
+        return self.snippets_ms < off * (1 - SNIPPETS_MARGIN)
+
 
 KERNEL_MARGIN = 0.05
 """How much faster another kernel must measure than OpenVINO's own choice: the graphs
 differ in kernels only, so noise matters less than for a device move (`MARGIN`), but a
 tie keeps the form OpenVINO chose."""
+
+
+SNIPPETS_MARGIN = 0.015
+"""How much faster snippets must make the kernel suite's graph: the same kernels with
+elementwise runs fused, so the difference is small (2-4% for a 128-row GPT-2 MLP on an
+AMD EPYC Zen 3, 2.6% for GPT-2's whole forward), and a tie keeps them off (they cost
+compile time)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +200,11 @@ class HostProfile:
         """(rows, kernel) per measured row count, as conversion reads it
         (`forge.conversion.nnfactory_graph.linear_kernels`)."""
         return tuple((k.rows, k.kernel) for k in self.kernels)
+
+    def snippets_rule(self) -> tuple[tuple[int, bool], ...]:
+        """(rows, snippets on) per measured row count, as conversion reads it
+        (`forge.conversion.nnfactory_graph.snippets_by_rows`)."""
+        return tuple((k.rows, k.snippets) for k in self.kernels)
 
     def linear_estimate(
         self, rows: int, in_features: int, out_features: int, hops: int
@@ -277,6 +308,8 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
             _number(k, "fused_ms", where),
             _number(k, "apart_ms", where),
             _number(k, "onednn_ms", where) if "onednn_ms" in k else None,
+            _number(k, "snippets_ms", where) if "snippets_ms" in k else None,
+            _number(k, "snippets_off_ms", where) if "snippets_off_ms" in k else None,
         )
         for k in _list(data, "kernels" if "kernels" in data else "activations", where)
     )

@@ -10,7 +10,9 @@ every backend alike. Measured:
 * compile time from the model object to a ready executable (tracing/export included:
   torch.export for Forge, `convert_model` for OpenVINO, `torch.onnx.export` for
   ONNX Runtime, the first call for torch.compile), and to the first output;
-* latency over `runs` timed calls after one warm-up: mean, P50 and P99;
+* latency over `runs` timed calls after the warm-ups (one before and one after the
+  resident size is taken), each batch after a short pause (`SETTLE_SECONDS`): mean,
+  P50 and P99;
 * the logits' max-abs difference and KL divergence against eager, at fp32.
 
 The peers run at their newest releases: `openvino` and `onnxruntime` run in the bench
@@ -817,6 +819,7 @@ def _bench_group(
         for r in range(rounds):
             share = runs // rounds + (1 if r < runs % rounds else 0)
             for name in rotated(list(children), r):
+                settle(len(children))
                 measured = children[name].run(share)
                 if measured is None:
                     results[name].skipped = f"failed while timing: {children[name].error}"
@@ -833,6 +836,19 @@ def _bench_group(
 
 
 MARKER = "FORGE-BENCH "
+
+SETTLE_SECONDS = 0.5
+"""The pause before each child's batch of timed calls. ONNX Runtime's worker threads
+keep spinning after a call returns, and the next child's first call shares the cores
+with them: on an AMD EPYC Zen 3 (2 cores), Forge's first call of a batch that followed
+ONNX Runtime's took 216-239 ms against 190-200 for the rest (7 of 10 batches); with
+this pause its batches start like ONNX Runtime's (182-190 ms)."""
+
+
+def settle(children: int) -> None:
+    """Let the previous child's threads go idle before the next child is timed."""
+    if children > 1:
+        time.sleep(SETTLE_SECONDS)
 
 
 def rotated(items: list[str], by: int) -> list[str]:
@@ -963,6 +979,10 @@ def _worker(argv: Sequence[str]) -> int:
     result, run = prepare(backend, model, bool(int(tiny)), int(seq), int(threads))
     release_memory()
     result.rss_ready, result.peak_rss_compile = memory_now()
+    # Warm up again: the trim handed back memory a backend may reuse every call (Forge's
+    # first call after it took 300-340 ms against 185-200 on an AMD EPYC Zen 3, 2
+    # cores), which no caller of a ready executable pays.
+    run()
     print(MARKER + json.dumps(asdict(result)), flush=True)
     for line in sys.stdin:
         command, _, count = line.partition(" ")

@@ -66,6 +66,7 @@ from forge.devtools.bench import (
     release_memory,
     rotated,
     sequence_note,
+    settle,
     weight_bytes,
 )
 from forge.devtools.children import Child
@@ -750,6 +751,7 @@ def run_group(
             )
         for r in range(1 + spec.rounds):
             for row in rotated(list(children), r):
+                settle(len(children))
                 if children[row].call():
                     continue
                 why = f"failed while generating: {children[row].error}"

@@ -49,6 +49,7 @@ from forge.conversion.nnfactory_graph import (
     linear_kernel,
     linear_kernels,
     linear_rows,
+    snippets_by_rows,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -682,9 +683,16 @@ def compile_model(
     )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    rule, note = _kernel_rule(program.function, load_profile(profile), precision)
+    host = load_profile(profile)
+    rule, note = _kernel_rule(program.function, host, precision)
     notes += [note] if note else []
-    with dynamic_quantization(dynamic_quantized), linear_kernels(rule):
+    snippets = host.snippets_rule()
+    notes += [note] if (note := _snippets_note(host, precision)) else []
+    with (
+        dynamic_quantization(dynamic_quantized),
+        linear_kernels(rule),
+        snippets_by_rows(snippets),
+    ):
         executor = CompiledNPUExecutor(
             program.function,
             program.weights,
@@ -756,6 +764,24 @@ def _kernel_rule(
     return rule, f"{what} (host profile: {measured})"
 
 
+def _snippets_note(profile: HostProfile, precision: str) -> str:
+    """For an fp32 program: the row counts whose graphs compile with OpenVINO's snippets
+    on, with the times behind it (nothing when none do)."""
+    on = [k for k in profile.kernels if k.snippets]
+    if precision != "fp32" or not on:
+        return ""
+    measured = ", ".join(
+        f"{k.rows} row(s) off {k.snippets_off_ms or k.kernel_ms:.3g} ms, on {k.snippets_ms:.3g} ms"
+        for k in profile.kernels
+        if k.snippets_ms is not None
+    )
+    rows = ", ".join(str(k.rows) for k in on)
+    return (
+        f"graphs whose linears have about {rows} row(s) compile with OpenVINO's snippets "
+        f"on (host profile: {measured})"
+    )
+
+
 def _release_when_collected(
     model: torch.nn.Module, executor: CompiledNPUExecutor
 ) -> CompiledNPUExecutor:
@@ -786,8 +812,14 @@ def _from_cache(
     """The executor of a cache entry: its planned IR, the model's own tensors (the
     entry's key holds the profile's digest: the same rule as when it was stored)."""
     function = entry_function(hit.module)
-    rule = load_profile(profile).kernel_rule() if profile else ()
-    with dynamic_quantization(dynamic_quantized), linear_kernels(rule):
+    host = load_profile(profile) if profile else None
+    rule = host.kernel_rule() if host else ()
+    snippets = host.snippets_rule() if host else ()
+    with (
+        dynamic_quantization(dynamic_quantized),
+        linear_kernels(rule),
+        snippets_by_rows(snippets),
+    ):
         executor = CompiledNPUExecutor(
             function,
             hit.weights,

@@ -1,12 +1,14 @@
 """Measure this host once, cache it, and let placement read the measurements.
 
-A short microbenchmark suite (about 6 s on 2 cores) times, on the machine Forge runs
+A short microbenchmark suite (about 7 s on 2 cores) times, on the machine Forge runs
 on, what placement used to decide by rule: each op in an NNFactory graph against the
 executor's CPU kernel for it (linears by shape bucket, a vocabulary head among them,
 attention, a layer norm, an elementwise run), the cost of one NPU<->CPU transition
 (a small graph run as one segment against the same ops split into two), one
-dispatch of a trivial graph, and the OpenVINO thread setting that matters here (one
-thread against all; the performance hint is LATENCY already, set by NNFactory's build).
+dispatch of a trivial graph, the OpenVINO thread setting that matters here (one
+thread against all; the performance hint is LATENCY already, set by NNFactory's build),
+the linear kernels by row count, and in the kernel each row count chose, OpenVINO's
+snippets off against on.
 
 Vocabulary heads are measured at 8192 outputs, not 50257 or 128256: the profile stays
 within its time budget, and placement scales a bucket's times by FLOP to the op's
@@ -41,7 +43,12 @@ from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.nnfactory_backend import PACKAGE
-from forge.conversion.nnfactory_graph import LINEAR_KERNELS, build_segment, linear_kernels
+from forge.conversion.nnfactory_graph import (
+    LINEAR_KERNELS,
+    build_segment,
+    linear_kernels,
+    snippets_by_rows,
+)
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
@@ -49,6 +56,7 @@ from forge.files import atomic_write
 from forge.transforms.host_profile import (
     FORMAT,
     HostProfile,
+    KernelTiming,
     ProfileError,
     profile_from_json,
     read_profile,
@@ -59,9 +67,10 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "7"
+SUITE = "8"
 """The suite's own version: changing what it measures invalidates every cached profile
-(7: `apart` computes a tanh GELU through Sigmoid, not Tanh)."""
+(7: `apart` computes a tanh GELU through Sigmoid, not Tanh; 8: OpenVINO's snippets off
+against on, per row count)."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
     (1, 768, 768, ""),
@@ -269,10 +278,9 @@ def linear_pair(rows: int, in_features: int, out_features: int) -> Pair:
     return graph.segment(), lambda: kernel(tensor, weight)
 
 
-def kernel_forms(rows: int, layers: int) -> Pair:
+def _mlps(rows: int, layers: int) -> _Graph:
     """GPT-2-sized MLPs (768 -> 3072 with an activation of `KERNEL_ACTIVATIONS` in
-    turn, 3072 -> 768), `rows` rows, as one NNFactory graph in each form of
-    `LINEAR_KERNELS`: (fused, apart, onednn)."""
+    turn, 3072 -> 768), `rows` rows, `layers` of them in a row."""
     x, h = _t((rows, 768)), _t((rows, 3072))
     w1, w2 = _t((3072, 768)), _t((768, 3072))
     params = ", ".join(f"%a{i}: {w1}, %b{i}: {w2}" for i in range(layers))
@@ -291,12 +299,77 @@ def kernel_forms(rows: int, layers: int) -> Pair:
         f"  func.return {value} : {x}\n}}"
     )
     shapes = [(rows, 768)] + [(3072, 768), (768, 3072)] * layers
-    graph = _graph(text, shapes, 1)
+    return _graph(text, shapes, 1)
+
+
+def _transformer_layers(rows: int, layers: int) -> _Graph:
+    """GPT-2-sized transformer layers (12 heads of 64, causal attention over the `rows`
+    rows, the MLP of `_mlps`), each block after a layer norm and before its residual
+    add: what OpenVINO's snippets fuse (attention with its head transposes, elementwise
+    runs) besides the linears."""
+    x, h, g = _t((rows, 768)), _t((rows, 3072)), _t((768,))
+    split, heads = _t((1, rows, 12, 64)), _t((1, 12, rows, 64))
+    w, w1, w2 = _t((768, 768)), _t((3072, 768)), _t((768, 3072))
+    norm = "{{normalized_shape = array<i64: 768>, eps = 1.000000e-05 : f64}}"
+    swap = "{{dim0 = 1 : i64, dim1 = 2 : i64}}"
+    layer = [
+        f"%n{{i}} = npu.layer_norm {{x}} weight %g{{i}} : {g} bias %c{{i}} : {g} "
+        f"{norm} : {x} -> {x}",
+        *(
+            f"%{p}{{i}} = npu.linear %n{{i}}, %w{p}{{i}} : ({x}, {w}) -> {x}\n"
+            f"%{p}s{{i}} = npu.reshape %{p}{{i}} : {x} -> {split}\n"
+            f"%{p}h{{i}} = npu.transpose %{p}s{{i}} {swap} : {split} -> {heads}"
+            for p in "qkv"
+        ),
+        f"%a{{i}} = npu.sdpa %qh{{i}}, %kh{{i}}, %vh{{i}} {{{{scale = 1.250000e-01 : f64, "
+        f"is_causal}}}} : ({heads}, {heads}, {heads}) -> {heads}",
+        f"%at{{i}} = npu.transpose %a{{i}} {swap} : {heads} -> {split}",
+        f"%ar{{i}} = npu.reshape %at{{i}} : {split} -> {x}",
+        f"%o{{i}} = npu.linear %ar{{i}}, %wo{{i}} : ({x}, {w}) -> {x}",
+        f"%r{{i}} = npu.add %o{{i}}, {{x}} : ({x}, {x}) -> {x}",
+        f"%m{{i}} = npu.layer_norm %r{{i}} weight %e{{i}} : {g} bias %f{{i}} : {g} "
+        f"{norm} : {x} -> {x}",
+        f'%u{{i}} = npu.fused_linear %m{{i}}, %a1{{i}} {{{{activation = "{{act}}"}}}} : '
+        f"({x}, {w1}) -> {h}",
+        f"%d{{i}} = npu.linear %u{{i}}, %a2{{i}} : ({h}, {w2}) -> {x}",
+        f"%y{{i}} = npu.add %d{{i}}, %r{{i}} : ({x}, {x}) -> {x}",
+    ]
+    params, body, value = [], [], "%x"
+    for i in range(layers):
+        act = KERNEL_ACTIVATIONS[i % len(KERNEL_ACTIVATIONS)]
+        body += [line.format(i=i, x=value, act=act) for line in layer]
+        params += [f"%g{i}: {g}, %c{i}: {g}, %wq{i}: {w}, %wk{i}: {w}, %wv{i}: {w}"]
+        params += [f"%wo{i}: {w}, %e{i}: {g}, %f{i}: {g}, %a1{i}: {w1}, %a2{i}: {w2}"]
+        value = f"%y{i}"
+    text = (
+        f"func.func @layers(%x: {x}, {', '.join(params)}) -> {x} {{\n"
+        + "\n".join("  " + line for line in "\n".join(body).split("\n"))
+        + f"\n  func.return {value} : {x}\n}}"
+    )
+    weights = [(768,), (768,), *[(768, 768)] * 4, (768,), (768,), (3072, 768), (768, 3072)]
+    return _graph(text, [(rows, 768)] + weights * layers, 1)
+
+
+def kernel_forms(rows: int, layers: int) -> Pair:
+    """The MLPs of `_mlps` as one NNFactory graph in each form of `LINEAR_KERNELS`:
+    (fused, apart, onednn)."""
+    graph = _mlps(rows, layers)
     forms = []
     for kernel in LINEAR_KERNELS:
         with linear_kernels(((rows, kernel),)):
             forms.append(graph.segment())
     return tuple(forms)
+
+
+def snippets_pair(rows: int, layers: int, kernel: str) -> Pair:
+    """`_transformer_layers` with the linears in the form `kernel`, compiled with
+    OpenVINO's snippets off and on (`snippets_by_rows`)."""
+    graph = _transformer_layers(rows, layers)
+    pair = []
+    for enabled in (False, True):
+        with linear_kernels(((rows, kernel),)), snippets_by_rows(((rows, enabled),)):
+            pair.append(graph.segment())
+    return tuple(pair)
 
 
 def _cpu_run(graph: _Graph) -> Callable[[], Any]:
@@ -438,6 +511,14 @@ def build_profile() -> dict[str, Any]:
         # the CPU kernels of the rounds above (see `switch_penalties`).
         kernels = {f"kernels {rows}": kernel_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
         times.update(_rounds(kernels, KERNEL_ROUND_SECONDS))
+        # Snippets in the form each row count chose, off against on, in rounds of their own.
+        snippets = {
+            f"snippets {rows}": snippets_pair(
+                rows, layers, KernelTiming(rows, *times[f"kernels {rows}"]).kernel
+            )
+            for rows, layers in KERNEL_BUCKETS
+        }
+        times.update(_rounds(snippets, KERNEL_ROUND_SECONDS))
         # At the largest prefill bucket (Llama's hidden size), where it costs the most.
         switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
@@ -470,6 +551,8 @@ def build_profile() -> dict[str, Any]:
     kernel_times = []
     for rows, _layers in KERNEL_BUCKETS:
         forms = dict(zip(LINEAR_KERNELS, times[f"kernels {rows}"], strict=True))
+        off, on = times[f"snippets {rows}"]
+        forms |= {"snippets_off": off, "snippets": on}
         kernel_times.append({"rows": rows} | {f"{k}_ms": round(ms, 4) for k, ms in forms.items()})
     whole_ms, split_ms = times["transition"]
     settings: dict[str, Any] = {
@@ -606,6 +689,12 @@ def format_profile(loaded: LoadedProfile) -> str:
             f"  linear kernels, {k.rows} row(s): OpenVINO's own {k.fused_ms:.3f} ms, all "
             f"MLAS {k.apart_ms:.3f} ms{onednn} -> {k.kernel}"
         )
+        if k.snippets_ms is not None:
+            off = k.snippets_off_ms if k.snippets_off_ms is not None else k.kernel_ms
+            lines.append(
+                f"  OpenVINO snippets, {k.rows} row(s), {k.kernel}: off {off:.3f} ms, "
+                f"on {k.snippets_ms:.3f} ms -> {'on' if k.snippets else 'off'}"
+            )
     lines.append(
         "  placement reads the linear rows (npu-place-devices{profile=...}); the other rows "
         "are measured for reference, and those ops stay on the NPU"

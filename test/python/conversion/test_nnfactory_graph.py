@@ -7,6 +7,7 @@ With no NPU here, NNFactory compiles for OpenVINO's CPU plugin: the numbers are 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -755,6 +756,41 @@ def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() ->
         assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"  # except where it is wrong
     finally:
         del os.environ["NNFACTORY_SNIPPETS_MODE"]
+
+
+def test_snippets_follow_the_measured_rule_by_rows() -> None:
+    """Without the variable, a graph's snippets are what the host profile measured for
+    the row count nearest its largest linear's; off for graphs the profile did not time
+    (not fp32 throughout), for graphs without a linear, and with no rule."""
+    from forge.conversion.nnfactory_graph import snippets_by_rows, snippets_mode
+
+    def linear_of(rows: int) -> list[Operation]:
+        x, w, y = T(f"{rows}x8"), T("4x8"), T(f"{rows}x4")
+        text = fn(
+            f"%x: {x}, %w: {w}",
+            y,
+            f"%0 = npu.linear %x, %w : ({x}, {w}) -> {y}\nfunc.return %0 : {y}",
+        )
+        return body_ops(entry_function(parse_module(text)))
+
+    t = T("4x4")
+    relu = fn(f"%x: {t}", t, f"%0 = npu.relu %x : {t}\nfunc.return %0 : {t}")
+    relu_ops = body_ops(entry_function(parse_module(relu)))
+    if "NNFACTORY_SNIPPETS_MODE" in os.environ:
+        pytest.skip("NNFACTORY_SNIPPETS_MODE is set: the user's choice wins")
+    assert snippets_mode(linear_of(128)) == "DISABLE"
+    with snippets_by_rows(((1, False), (128, True))):
+        assert snippets_mode(linear_of(100)) == "ENABLE"
+        assert snippets_mode(linear_of(2)) == "DISABLE"
+        assert snippets_mode(linear_of(100), measured=False) == "DISABLE"
+        assert snippets_mode(relu_ops) == "DISABLE"
+    with snippets_by_rows(((1, True),)):
+        assert snippets_mode(linear_of(1)) == "ENABLE"
+        os.environ["NNFACTORY_SNIPPETS_MODE"] = "DISABLE"
+        try:
+            assert snippets_mode(linear_of(1)) == "DISABLE"  # the user's choice wins
+        finally:
+            del os.environ["NNFACTORY_SNIPPETS_MODE"]
 
 
 def _values_by_name(text: str) -> dict[str, SSAValue]:

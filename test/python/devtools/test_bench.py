@@ -272,3 +272,14 @@ def test_when_they_fit_they_interleave() -> None:
     )
     assert done.notes == []
     assert all(done.ran(name) is not None for name in ("eager", TEST_BACKEND))
+
+
+def test_a_batch_waits_for_the_previous_child_only_when_there_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(bench.time, "sleep", pauses.append)
+    bench.settle(1)
+    assert pauses == []
+    bench.settle(3)
+    assert pauses == [bench.SETTLE_SECONDS]

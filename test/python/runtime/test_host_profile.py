@@ -93,6 +93,46 @@ def test_kernel_rule_reads_every_outcome() -> None:
     assert both.kernel_rule() == ((1, "apart"), (128, "onednn"))
 
 
+def test_snippets_go_on_only_where_they_measured_faster() -> None:
+    """Snippets on where they beat off by `SNIPPETS_MARGIN` in the form the row count
+    chose (timed in the same rounds); a tie, slower, or no measurement: off."""
+    faster = KernelTiming(128, 7.0, 6.5, 7.1, snippets_ms=6.2, snippets_off_ms=6.5)
+    tie = KernelTiming(128, 7.0, 6.5, 7.1, snippets_ms=6.45, snippets_off_ms=6.5)
+    slower = KernelTiming(1, 3.0, 3.0, 3.1, snippets_ms=3.2, snippets_off_ms=3.0)
+    unmeasured = KernelTiming(1, 3.0, 3.0, 3.1)
+    # Without the off time of its own rounds, the chosen form's time (fused: 3.0 ms).
+    against_form = KernelTiming(1, 3.0, 3.0, 3.1, snippets_ms=2.5)
+    assert [t.snippets for t in (faster, tie, slower, unmeasured, against_form)] == [
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
+    profile = synthetic(10.0, 13.0, 0.1)
+    assert profile.snippets_rule() == ()
+    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, kernels=(slower, faster))
+    assert both.snippets_rule() == ((1, False), (128, True))
+
+
+def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:
+    data = json.loads(NPU_PROFILE.read_text())
+    data["kernels"] = [
+        {"rows": 1, "fused_ms": 2.0, "apart_ms": 2.0, "onednn_ms": 2.0},
+        {
+            "rows": 128,
+            "fused_ms": 9.0,
+            "apart_ms": 8.0,
+            "onednn_ms": 9.0,
+            "snippets_off_ms": 8.1,
+            "snippets_ms": 7.6,
+        },
+    ]
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    assert read_profile(path).snippets_rule() == ((1, False), (128, True))
+
+
 def test_kernels_are_read_from_the_file(tmp_path: Path) -> None:
     """Suite 5's "kernels" (three forms), and suite 4's "activations" (two)."""
     data = json.loads(NPU_PROFILE.read_text())
@@ -290,6 +330,7 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
         k.fused_ms > 0 and k.apart_ms > 0 and k.onednn_ms is not None and k.onednn_ms > 0
         for k in profile.kernels
     )
+    assert all((k.snippets_ms or 0) > 0 and (k.snippets_off_ms or 0) > 0 for k in profile.kernels)
     # The thread comparison needs OpenVINO's Python API (the bench extra), not NNFactory.
     if importlib.util.find_spec("openvino") is not None:
         assert real["settings"]["openvino_threads_decision"] in ("all", "1")
