@@ -30,6 +30,7 @@ import ctypes
 import importlib
 import itertools
 import keyword
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -375,11 +376,15 @@ class SegmentTrace:
         if method == "parameter":
             name = f"p{len(self.parameters)}"
             self.parameters.append(len(self.lines))
+        code = f"f.{method}({text})"
         if method == "compile":
             self._note_empty_op()
             self._calls_at_op = 0
+            # What `_compile` set for this graph (the host profile's choice, or the user's).
+            mode = os.environ.get("NNFACTORY_SNIPPETS_MODE", "DISABLE")
+            if mode != "DISABLE":
+                code = f'compile_with_snippets(f, "{mode}")'
         target = self._bind(result, name)
-        code = f"f.{method}({text})"
         self.lines.append((f"{target} = {code}" if target else code, ""))
 
     def weight(self, spec: GraphInput, tensor: Any, arrays: Sequence[np.ndarray]) -> None:
@@ -427,6 +432,13 @@ class SegmentTrace:
         masks = f"{literal(begin_mask.tolist())}, {literal(end_mask.tolist())}"
         target = self._bind(node)
         self.lines.append((f"{target} = strided_slice(f, {nodes}, {masks})", ""))
+
+
+def compile_with_snippets(factory: Any, mode: str) -> None:
+    """`factory.compile()` with OpenVINO's snippets `mode`, as `compile_model` compiled
+    the graph (printed programs call it where the host profile turned snippets on)."""
+    with nnfactory_graph._snippets_mode(mode):
+        factory.compile()
 
 
 @contextlib.contextmanager
@@ -814,6 +826,8 @@ def plan_to_python(
         f'{usage}."""\n'
     )
     helpers = ["strided_slice", "unpack_array", "weight_arrays"]
+    if any("compile_with_snippets(" in builder for builder in program.builders):
+        helpers.insert(0, "compile_with_snippets")
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
         imports.append("from forge.conversion.cpu_kernels import PackedLinear")
@@ -935,6 +949,7 @@ __all__ = [
     "Names",
     "PythonTarget",
     "SegmentTrace",
+    "compile_with_snippets",
     "describe",
     "literal",
     "plan_to_python",

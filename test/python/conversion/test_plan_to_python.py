@@ -334,3 +334,18 @@ def test_precisions_are_spelled_once() -> None:
     plan(module)
     with pytest.raises(ForgeError, match=", ".join(dtypes.PRECISIONS)):
         plan_to_python(module, "int4")
+
+
+def test_graphs_compiled_with_snippets_print_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph compiled with OpenVINO's snippets on (the host profile's choice, or the
+    user's) prints a compile that turns them on, and runs as the executor's."""
+    monkeypatch.setenv("NNFACTORY_SNIPPETS_MODE", "ENABLE")
+    tiny = load_tiny("gpt2")
+    module = tiny.fresh_module()
+    plan(module)
+    source = check_program(tiny, module, "fp32", "segment", "constants")
+    assert 'compile_with_snippets(f, "ENABLE")' in source
+    assert "import compile_with_snippets, strided_slice" in source
+    monkeypatch.setenv("NNFACTORY_SNIPPETS_MODE", "DISABLE")
+    source = plan_to_python(module, "fp32", "segment", "constants")
+    assert "compile_with_snippets" not in source and "f.compile()" in source
