@@ -654,6 +654,7 @@ def _cache_key(
         os.environ.get("NNFACTORY_SNIPPETS_MODE"),
         os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
         _LINEAR_KERNELS.get(),
+        _INT8_KERNELS.get(),
         _SNIPPETS.get(),
         tuple(specs),
         tuple(v.type for v in inputs),
@@ -779,10 +780,20 @@ _LINEAR_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
 )
 
 
+_INT8_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
+    "int8_linear_kernels", default=()
+)
+
+INT8_KERNELS = ("fused", "apart")
+"""How an int8-weight linear with an activation reaches OpenVINO (its kernel is oneDNN's
+either way): the activation fused into the FullyConnected, or computed after it."""
+
+
 @contextlib.contextmanager
-def linear_kernels(rule: KernelRule) -> Iterator[None]:
+def linear_kernels(rule: KernelRule, int8: KernelRule = ()) -> Iterator[None]:
     """Graphs built inside lower each fp32 linear for the kernel `rule` gives its row
-    count (`LINEAR_KERNELS`).
+    count (`LINEAR_KERNELS`), and each int8-weight linear for the form `int8` gives it
+    (`INT8_KERNELS`).
 
     A FullyConnected with a post-op (a fused activation) cannot take OpenVINO's MLAS
     kernel: with fp32 weights it runs oneDNN's brgemm/brgconv instead. Which wins
@@ -791,12 +802,15 @@ def linear_kernels(rule: KernelRule) -> Iterator[None]:
     and oneDNN computes a 100-row (prompt) product about 12% faster (24 GPT-2 linears
     55.0 -> 48.4 ms). `forge doctor --profile` measures it."""
     unknown = [kernel for _rows, kernel in rule if kernel not in LINEAR_KERNELS]
+    unknown += [kernel for _rows, kernel in int8 if kernel not in INT8_KERNELS]
     if unknown:
         raise ForgeError(f"unknown linear kernel(s) {', '.join(unknown)}")
     token = _LINEAR_KERNELS.set(tuple(rule))
+    int8_token = _INT8_KERNELS.set(tuple(int8))
     try:
         yield
     finally:
+        _INT8_KERNELS.reset(int8_token)
         _LINEAR_KERNELS.reset(token)
 
 
@@ -1188,11 +1202,13 @@ def _gelu_tanh_by_sigmoid(b: GraphBuilder, x: Node) -> Node:
 
 
 def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> str:
-    """The kernel `linear_kernels` asks for: only fp32 weights in an fp32 graph have a
-    choice (MLAS takes no other)."""
-    if b.float_dtype is not np.float32 or b.storages.get(op.weight, "float") != "float":
+    """The kernel `linear_kernels` asks for: fp32 weights in an fp32 graph choose among
+    `LINEAR_KERNELS` (MLAS takes no other), int8 weights among `INT8_KERNELS`."""
+    storage = b.storages.get(op.weight, "float")
+    if b.float_dtype is not np.float32 or storage not in ("float", "int8"):
         return "fused"
-    return linear_kernel(_LINEAR_KERNELS.get(), linear_rows(op))
+    rule = _LINEAR_KERNELS.get() if storage == "float" else _INT8_KERNELS.get()
+    return linear_kernel(rule, linear_rows(op))
 
 
 def linear_rows(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
@@ -1355,6 +1371,7 @@ def resolve_lowering(lowering: Lowering) -> LoweringFunction:
 
 
 __all__ = [
+    "INT8_KERNELS",
     "LINEAR_KERNELS",
     "STATS",
     "CacheStats",

@@ -727,6 +727,7 @@ def plan_to_python(
     _check_planned(function)
     host = load_profile(profile) if profile else None
     rule = host.kernel_rule() if host else ()
+    int8 = host.int8_kernel_rule() if host else ()
     snippets = host.snippets_rule() if host else ()
     args = list(function.body.block.args)
     if num_inputs is None:
@@ -773,7 +774,11 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording(trace), linear_kernels(rule), snippets_by_rows(snippets):
+                with (
+                    _recording(trace),
+                    linear_kernels(rule, int8=int8),
+                    snippets_by_rows(snippets),
+                ):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:

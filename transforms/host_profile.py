@@ -92,6 +92,10 @@ class KernelTiming:
     where a profile did not measure it (snippets stay off)."""
     snippets_off_ms: float | None = None
     """The same graph with snippets off, timed in the same rounds as `snippets_ms`."""
+    int8_fused_ms: float | None = None
+    """The MLPs with int8 weights, the activation fused into the FullyConnected."""
+    int8_apart_ms: float | None = None
+    """The same with the activation computed after it (`apart`'s form)."""
 
     @property
     def kernel(self) -> str:
@@ -110,6 +114,16 @@ class KernelTiming:
         return forms[self.kernel] or self.fused_ms
 
     @property
+    def int8_kernel(self) -> str:
+        """For int8 weights (one kernel, oneDNN's): "apart" where computing the
+        activation after the FullyConnected measured `INT8_KERNEL_MARGIN` faster, else
+        "fused"."""
+        if self.int8_fused_ms is None or self.int8_apart_ms is None:
+            return "fused"
+        faster = self.int8_apart_ms < self.int8_fused_ms * (1 - INT8_KERNEL_MARGIN)
+        return "apart" if faster else "fused"
+
+    @property
     def snippets(self) -> bool:
         """Whether snippets on beat them off by `SNIPPETS_MARGIN` in that form."""
         if self.snippets_ms is None:
@@ -123,6 +137,11 @@ KERNEL_MARGIN = 0.05
 differ in kernels only, so noise matters less than for a device move (`MARGIN`), but a
 tie keeps the form OpenVINO chose."""
 
+
+INT8_KERNEL_MARGIN = 0.015
+"""How much faster the activation computed apart must make the int8 MLPs: the kernel is
+the same, only where the activation runs differs, so the difference is small (on an AMD
+EPYC Zen 3, 2% at 128 rows, GPT-2's int8 TTFT 2.5%), and a tie keeps OpenVINO's form."""
 
 SNIPPETS_MARGIN = 0.015
 """How much faster snippets must make the kernel suite's graph: the same kernels with
@@ -200,6 +219,11 @@ class HostProfile:
         """(rows, kernel) per measured row count, as conversion reads it
         (`forge.conversion.nnfactory_graph.linear_kernels`)."""
         return tuple((k.rows, k.kernel) for k in self.kernels)
+
+    def int8_kernel_rule(self) -> tuple[tuple[int, str], ...]:
+        """(rows, kernel) per measured row count for int8-weight linears
+        (`forge.conversion.nnfactory_graph.linear_kernels`' `int8`)."""
+        return tuple((k.rows, k.int8_kernel) for k in self.kernels)
 
     def snippets_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, snippets on) per measured row count, as conversion reads it
@@ -310,6 +334,8 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
             _number(k, "onednn_ms", where) if "onednn_ms" in k else None,
             _number(k, "snippets_ms", where) if "snippets_ms" in k else None,
             _number(k, "snippets_off_ms", where) if "snippets_off_ms" in k else None,
+            _number(k, "int8_fused_ms", where) if "int8_fused_ms" in k else None,
+            _number(k, "int8_apart_ms", where) if "int8_apart_ms" in k else None,
         )
         for k in _list(data, "kernels" if "kernels" in data else "activations", where)
     )

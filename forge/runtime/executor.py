@@ -690,7 +690,7 @@ def compile_model(
     notes += [note] if (note := _snippets_note(host, precision)) else []
     with (
         dynamic_quantization(dynamic_quantized),
-        linear_kernels(rule),
+        linear_kernels(rule, int8=host.int8_kernel_rule()),
         snippets_by_rows(snippets),
     ):
         executor = CompiledNPUExecutor(
@@ -739,6 +739,8 @@ def _kernel_rule(
     fp32 program, a note naming the linears it moves off OpenVINO's own choice with
     the times behind it."""
     rule = profile.kernel_rule()
+    if precision == "int8":
+        return rule, _int8_kernel_note(function, profile)
     if precision != "fp32":
         return rule, ""
     moved: dict[str, list[int]] = {}
@@ -762,6 +764,32 @@ def _kernel_rule(
         for k in profile.kernels
     )
     return rule, f"{what} (host profile: {measured})"
+
+
+def _int8_kernel_note(function: func.FuncOp, profile: HostProfile) -> str:
+    """The int8-weight linears whose activation the profile moves out of OpenVINO's
+    FullyConnected, with the times behind it (nothing when none)."""
+    rule = profile.int8_kernel_rule()
+    rows = [
+        linear_rows(op)
+        for op in function.walk()
+        if isinstance(op, npu.FusedLinearOp)
+        and op.activation.data != "none"
+        and device_of(op) != "cpu"
+        and linear_kernel(rule, linear_rows(op)) == "apart"
+    ]
+    if not rows:
+        return ""
+    measured = ", ".join(
+        f"{k.rows} row(s) fused {k.int8_fused_ms:.3g} ms, apart {k.int8_apart_ms:.3g} ms"
+        for k in profile.kernels
+        if k.int8_fused_ms is not None and k.int8_apart_ms is not None
+    )
+    return (
+        f"{len(rows)} int8 linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
+        f"with the activation computed after OpenVINO's FullyConnected (host profile: "
+        f"{measured})"
+    )
 
 
 def _snippets_note(profile: HostProfile, precision: str) -> str:
@@ -814,10 +842,11 @@ def _from_cache(
     function = entry_function(hit.module)
     host = load_profile(profile) if profile else None
     rule = host.kernel_rule() if host else ()
+    int8 = host.int8_kernel_rule() if host else ()
     snippets = host.snippets_rule() if host else ()
     with (
         dynamic_quantization(dynamic_quantized),
-        linear_kernels(rule),
+        linear_kernels(rule, int8=int8),
         snippets_by_rows(snippets),
     ):
         executor = CompiledNPUExecutor(

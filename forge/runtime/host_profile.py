@@ -44,6 +44,7 @@ from xdsl.dialects import func
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import (
+    INT8_KERNELS,
     LINEAR_KERNELS,
     build_segment,
     linear_kernels,
@@ -70,7 +71,7 @@ DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 SUITE = "8"
 """The suite's own version: changing what it measures invalidates every cached profile
 (7: `apart` computes a tanh GELU through Sigmoid, not Tanh; 8: OpenVINO's snippets off
-against on, per row count)."""
+against on, per row count, and the int8 MLPs' activation fused against apart)."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
     (1, 768, 768, ""),
@@ -235,8 +236,10 @@ class _Graph:
     constants: dict[Any, torch.Tensor]
     """Weight arguments -> tensors, baked into the graph as the executor does."""
 
-    def segment(self, ops: Sequence[npu.NpuOp] | None = None) -> Callable[[], Any]:
-        segment = build_segment(list(ops or self.ops), "fp32", constants=self.constants)
+    def segment(
+        self, ops: Sequence[npu.NpuOp] | None = None, precision: str = "fp32"
+    ) -> Callable[[], Any]:
+        segment = build_segment(list(ops or self.ops), precision, constants=self.constants)
         tensors = [self._tensor(v) for v in segment.inputs]
         return lambda: segment(*tensors)
 
@@ -358,6 +361,17 @@ def kernel_forms(rows: int, layers: int) -> Pair:
     for kernel in LINEAR_KERNELS:
         with linear_kernels(((rows, kernel),)):
             forms.append(graph.segment())
+    return tuple(forms)
+
+
+def int8_forms(rows: int, layers: int) -> Pair:
+    """The MLPs of `_mlps` with int8 weights, as one NNFactory graph in each form of
+    `INT8_KERNELS`: (fused, apart)."""
+    graph = _mlps(rows, layers)
+    forms = []
+    for kernel in INT8_KERNELS:
+        with linear_kernels((), int8=((rows, kernel),)):
+            forms.append(graph.segment(precision="int8"))
     return tuple(forms)
 
 
@@ -511,14 +525,16 @@ def build_profile() -> dict[str, Any]:
         # the CPU kernels of the rounds above (see `switch_penalties`).
         kernels = {f"kernels {rows}": kernel_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
         times.update(_rounds(kernels, KERNEL_ROUND_SECONDS))
-        # Snippets in the form each row count chose, off against on, in rounds of their own.
-        snippets = {
+        # Snippets in the form each row count chose, off against on, and the int8 MLPs'
+        # two forms: pairs of graphs, in rounds of their own.
+        graph_pairs = {f"int8 {rows}": int8_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
+        graph_pairs |= {
             f"snippets {rows}": snippets_pair(
                 rows, layers, KernelTiming(rows, *times[f"kernels {rows}"]).kernel
             )
             for rows, layers in KERNEL_BUCKETS
         }
-        times.update(_rounds(snippets, KERNEL_ROUND_SECONDS))
+        times.update(_rounds(graph_pairs, KERNEL_ROUND_SECONDS))
         # At the largest prefill bucket (Llama's hidden size), where it costs the most.
         switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
@@ -553,6 +569,7 @@ def build_profile() -> dict[str, Any]:
         forms = dict(zip(LINEAR_KERNELS, times[f"kernels {rows}"], strict=True))
         off, on = times[f"snippets {rows}"]
         forms |= {"snippets_off": off, "snippets": on}
+        forms |= dict(zip(("int8_fused", "int8_apart"), times[f"int8 {rows}"], strict=True))
         kernel_times.append({"rows": rows} | {f"{k}_ms": round(ms, 4) for k, ms in forms.items()})
     whole_ms, split_ms = times["transition"]
     settings: dict[str, Any] = {
@@ -689,6 +706,11 @@ def format_profile(loaded: LoadedProfile) -> str:
             f"  linear kernels, {k.rows} row(s): OpenVINO's own {k.fused_ms:.3f} ms, all "
             f"MLAS {k.apart_ms:.3f} ms{onednn} -> {k.kernel}"
         )
+        if k.int8_fused_ms is not None and k.int8_apart_ms is not None:
+            lines.append(
+                f"  int8 linear kernels, {k.rows} row(s): activation fused "
+                f"{k.int8_fused_ms:.3f} ms, apart {k.int8_apart_ms:.3f} ms -> {k.int8_kernel}"
+            )
         if k.snippets_ms is not None:
             off = k.snippets_off_ms if k.snippets_off_ms is not None else k.kernel_ms
             lines.append(

@@ -485,6 +485,40 @@ def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_int8_activation_apart_follows_the_int8_rule(
+    activation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the int8 rule, an int8-weight linear's activation is computed after the
+    FullyConnected (bit for bit the same int8 product), and the fp32 rule does not
+    touch int8 weights."""
+    from forge.conversion import nnfactory_graph
+
+    barriers: list[object] = []
+    barrier = nnfactory_graph._fusion_barrier
+    monkeypatch.setattr(
+        nnfactory_graph, "_fusion_barrier", lambda b, y: barriers.append(y) or barrier(b, y)
+    )
+    rows = 8
+    text = ACTIVATION_MLP.replace("ROWS", str(rows)).replace("ACT", activation)
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 32, generator=generator) * 4
+    w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
+    ops = body_ops(entry_function(parse_module(text)))
+    fused = build_segment(ops, "int8")
+    with linear_kernels(((rows, "apart"),)):  # the fp32 rule
+        build_segment(ops, "int8")
+    assert barriers == []
+    with linear_kernels((), int8=((rows, "apart"),)):
+        apart = build_segment(ops, "int8")
+    assert len(barriers) == 1
+    (want,) = fused(x, w, b)
+    (got,) = apart(x, w, b)
+    assert torch.equal(got, want)
+    with pytest.raises(ForgeError, match="unknown linear kernel"), linear_kernels((), ((1, "x"),)):
+        pass
+
+
 @pytest.mark.parametrize("rows", [1, 8])
 def test_gelu_tanh_apart_is_the_sigmoid_form(rows: int) -> None:
     """Apart, the tanh GELU is x * sigmoid(2z): within a few fp32 roundings of ATen's

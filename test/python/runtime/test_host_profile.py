@@ -115,6 +115,23 @@ def test_snippets_go_on_only_where_they_measured_faster() -> None:
     assert both.snippets_rule() == ((1, False), (128, True))
 
 
+def test_int8_activation_goes_apart_only_where_it_measured_faster() -> None:
+    faster = KernelTiming(128, 7.0, 6.5, 7.1, int8_fused_ms=8.0, int8_apart_ms=7.8)
+    tie = KernelTiming(128, 7.0, 6.5, 7.1, int8_fused_ms=8.0, int8_apart_ms=7.95)
+    slower = KernelTiming(1, 3.0, 3.0, 3.1, int8_fused_ms=0.62, int8_apart_ms=0.65)
+    unmeasured = KernelTiming(1, 3.0, 3.0, 3.1)
+    assert [t.int8_kernel for t in (faster, tie, slower, unmeasured)] == [
+        "apart",
+        "fused",
+        "fused",
+        "fused",
+    ]
+    profile = synthetic(10.0, 13.0, 0.1)
+    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, kernels=(slower, faster))
+    assert both.int8_kernel_rule() == ((1, "fused"), (128, "apart"))
+    assert both.kernel_rule() == ((1, "fused"), (128, "apart"))  # the fp32 rule apart
+
+
 def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:
     data = json.loads(NPU_PROFILE.read_text())
     data["kernels"] = [
@@ -126,11 +143,14 @@ def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:
             "onednn_ms": 9.0,
             "snippets_off_ms": 8.1,
             "snippets_ms": 7.6,
+            "int8_fused_ms": 9.0,
+            "int8_apart_ms": 8.5,
         },
     ]
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
     assert read_profile(path).snippets_rule() == ((1, False), (128, True))
+    assert read_profile(path).int8_kernel_rule() == ((1, "fused"), (128, "apart"))
 
 
 def test_kernels_are_read_from_the_file(tmp_path: Path) -> None:
@@ -331,6 +351,7 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
         for k in profile.kernels
     )
     assert all((k.snippets_ms or 0) > 0 and (k.snippets_off_ms or 0) > 0 for k in profile.kernels)
+    assert all((k.int8_fused_ms or 0) > 0 and (k.int8_apart_ms or 0) > 0 for k in profile.kernels)
     # The thread comparison needs OpenVINO's Python API (the bench extra), not NNFactory.
     if importlib.util.find_spec("openvino") is not None:
         assert real["settings"]["openvino_threads_decision"] in ("all", "1")
