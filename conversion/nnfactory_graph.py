@@ -31,7 +31,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -51,6 +51,9 @@ from forge.conversion.nnfactory_backend import PACKAGE, load_backend
 from forge.diagnostics import ForgeError
 from forge.dialects import dtypes, npu
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
+
+if TYPE_CHECKING:
+    from forge.transforms.host_profile import HostProfile
 
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
@@ -724,6 +727,18 @@ def snippets_by_rows(rule: SnippetsRule) -> Iterator[None]:
         _SNIPPETS.reset(token)
 
 
+@contextlib.contextmanager
+def host_choices(profile: HostProfile | None) -> Iterator[None]:
+    """Graphs built inside follow `profile`'s measured choices: the fp32 and int8
+    linears' kernel forms (`linear_kernels`) and OpenVINO's snippets
+    (`snippets_by_rows`); with no profile, OpenVINO's own forms and no snippets."""
+    kernels = profile.kernel_rule() if profile else ()
+    int8 = profile.int8_kernel_rule() if profile else ()
+    snippets = profile.snippets_rule() if profile else ()
+    with linear_kernels(kernels, int8=int8), snippets_by_rows(snippets):
+        yield
+
+
 def _nearest(rule: Sequence[tuple[int, Any]], rows: int) -> Any:
     """The value of `rule`'s entry whose row count is nearest `rows` (log scale)."""
     bucket = min(rule, key=lambda entry: abs(math.log(max(rows, 1) / max(entry[0], 1))))
@@ -1381,6 +1396,7 @@ __all__ = [
     "build_segment",
     "clear_cache",
     "dynamic_quantization",
+    "host_choices",
     "linear_kernel",
     "linear_kernels",
     "linear_rows",

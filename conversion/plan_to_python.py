@@ -55,9 +55,8 @@ from forge.conversion.nnfactory_graph import (
     NoNpuLowering,
     Segment,
     build_segment,
-    linear_kernels,
+    host_choices,
     segment_boundary,
-    snippets_by_rows,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -726,9 +725,6 @@ def plan_to_python(
     function = entry_function(module)
     _check_planned(function)
     host = load_profile(profile) if profile else None
-    rule = host.kernel_rule() if host else ()
-    int8 = host.int8_kernel_rule() if host else ()
-    snippets = host.snippets_rule() if host else ()
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -774,11 +770,7 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with (
-                    _recording(trace),
-                    linear_kernels(rule, int8=int8),
-                    snippets_by_rows(snippets),
-                ):
+                with _recording(trace), host_choices(host):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:

@@ -41,15 +41,13 @@ from forge.conversion.cpu_kernels import (
     wants_threads,
 )
 from forge.conversion.nnfactory_graph import (
-    KernelRule,
     NoNpuLowering,
     Segment,
     build_segment,
     dynamic_quantization,
+    host_choices,
     linear_kernel,
-    linear_kernels,
     linear_rows,
-    snippets_by_rows,
 )
 from forge.conversion.segments import (
     GRANULARITIES,
@@ -684,15 +682,9 @@ def compile_model(
     plan_seconds = time.perf_counter() - start
     program.module.verify()
     host = load_profile(profile)
-    rule, note = _kernel_rule(program.function, host, precision)
-    notes += [note] if note else []
-    snippets = host.snippets_rule()
-    notes += [note] if (note := _snippets_note(host, precision)) else []
-    with (
-        dynamic_quantization(dynamic_quantized),
-        linear_kernels(rule, int8=host.int8_kernel_rule()),
-        snippets_by_rows(snippets),
-    ):
+    for note in (_kernel_note(program.function, host, precision), _snippets_note(host, precision)):
+        notes += [note] if note else []
+    with dynamic_quantization(dynamic_quantized), host_choices(host):
         executor = CompiledNPUExecutor(
             program.function,
             program.weights,
@@ -732,17 +724,14 @@ KERNEL_REASONS = {
 }
 
 
-def _kernel_rule(
-    function: func.FuncOp, profile: HostProfile, precision: str
-) -> tuple[KernelRule, str]:
-    """The host profile's kernel rule for the linears (`linear_kernels`), and, for an
-    fp32 program, a note naming the linears it moves off OpenVINO's own choice with
-    the times behind it."""
-    rule = profile.kernel_rule()
+def _kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
+    """For an fp32 or int8 program: a note naming the linears the host profile's kernel
+    rule (`host_choices`) moves off OpenVINO's own choice, with the times behind it."""
     if precision == "int8":
-        return rule, _int8_kernel_note(function, profile)
+        return _int8_kernel_note(function, profile)
     if precision != "fp32":
-        return rule, ""
+        return ""
+    rule = profile.kernel_rule()
     moved: dict[str, list[int]] = {}
     for op in function.walk():
         if not isinstance(op, npu.WEIGHTED_LINEAR_OPS) or device_of(op) == "cpu":
@@ -752,7 +741,7 @@ def _kernel_rule(
         if kernel == ("apart" if activation else "onednn"):  # else OpenVINO's own kernel
             moved.setdefault(kernel, []).append(linear_rows(op))
     if not moved:
-        return rule, ""
+        return ""
     what = "; ".join(
         f"{len(rows)} linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
         f"{KERNEL_REASONS[kernel]}"
@@ -763,7 +752,7 @@ def _kernel_rule(
         + (f", all oneDNN {k.onednn_ms:.3g} ms" if k.onednn_ms is not None else "")
         for k in profile.kernels
     )
-    return rule, f"{what} (host profile: {measured})"
+    return f"{what} (host profile: {measured})"
 
 
 def _int8_kernel_note(function: func.FuncOp, profile: HostProfile) -> str:
@@ -799,7 +788,7 @@ def _snippets_note(profile: HostProfile, precision: str) -> str:
     if precision != "fp32" or not on:
         return ""
     measured = ", ".join(
-        f"{k.rows} row(s) off {k.snippets_off_ms or k.kernel_ms:.3g} ms, on {k.snippets_ms:.3g} ms"
+        f"{k.rows} row(s) off {k.snippets_baseline_ms:.3g} ms, on {k.snippets_ms:.3g} ms"
         for k in profile.kernels
         if k.snippets_ms is not None
     )
@@ -841,14 +830,7 @@ def _from_cache(
     entry's key holds the profile's digest: the same rule as when it was stored)."""
     function = entry_function(hit.module)
     host = load_profile(profile) if profile else None
-    rule = host.kernel_rule() if host else ()
-    int8 = host.int8_kernel_rule() if host else ()
-    snippets = host.snippets_rule() if host else ()
-    with (
-        dynamic_quantization(dynamic_quantized),
-        linear_kernels(rule, int8=int8),
-        snippets_by_rows(snippets),
-    ):
+    with dynamic_quantization(dynamic_quantized), host_choices(host):
         executor = CompiledNPUExecutor(
             function,
             hit.weights,

@@ -712,9 +712,9 @@ def format_profile(loaded: LoadedProfile) -> str:
                 f"{k.int8_fused_ms:.3f} ms, apart {k.int8_apart_ms:.3f} ms -> {k.int8_kernel}"
             )
         if k.snippets_ms is not None:
-            off = k.snippets_off_ms if k.snippets_off_ms is not None else k.kernel_ms
             lines.append(
-                f"  OpenVINO snippets, {k.rows} row(s), {k.kernel}: off {off:.3f} ms, "
+                f"  OpenVINO snippets, {k.rows} row(s), {k.kernel}: "
+                f"off {k.snippets_baseline_ms:.3f} ms, "
                 f"on {k.snippets_ms:.3f} ms -> {'on' if k.snippets else 'off'}"
             )
     lines.append(
