@@ -188,6 +188,8 @@ class RowResult:
     """The child's resident bytes once ready to generate."""
     peak_rss: int = 0
     """The child's peak resident bytes (compile and every generate call)."""
+    group: int = 0
+    """The memory group it ran in (`plan_rows`): rows of one group were interleaved."""
 
     @property
     def ttft(self) -> float | None:
@@ -884,11 +886,58 @@ class GenerateReport:
                 f" {_cell(r.peak_rss / MIB if r.peak_rss else None, '.0f', 9)}"
                 f"  {f'{agree[0]}/{agree[1]}' if agree else '-'}"
             )
+        paired = self.paired_lines()
+        if paired:
+            lines += [
+                "",
+                "per round, the calls side by side (row / Forge: median, min-max; "
+                "rounds where Forge was ahead):",
+                *paired,
+            ]
         details = [(n, r.detail) for n, r in self.results.items() if r.detail and not r.skipped]
         if details:
             lines.append("")
             lines += [f"  {ROWS[n].label}: {d}" for n, d in details]
         return "\n".join(lines)
+
+    def counterpart(self, row: str) -> RowResult | None:
+        """The Forge row an OpenVINO GenAI row is compared with round by round (the same
+        weights' precision), when both ran in one group, so that their calls alternated."""
+        result = self.ran(row)
+        if result is None or not ROWS[row].genai:
+            return None
+        forge = self.ran("forge-int8" if ROWS[row].int8 else "forge")
+        if forge is None or forge.group != result.group:
+            return None
+        return forge
+
+    def paired_lines(self) -> list[str]:
+        """Per OpenVINO GenAI row: its TTFT and decode speed over its Forge counterpart's
+        in each round. The medians of the table can sit within a host's run-to-run spread; the
+        calls of one round ran seconds apart, so their ratios show how far apart the
+        rows really are and how often each was ahead."""
+        lines = []
+        for name in self.results:
+            forge = self.counterpart(name)
+            result = self.ran(name)
+            if forge is None or result is None:
+                continue
+            ttft = [a / b for a, b in zip(result.ttft_ms, forge.ttft_ms, strict=False) if b]
+            tps = [a / b for a, b in zip(result.decode_tps, forge.decode_tps, strict=False) if b]
+            if not ttft or not tps:
+                continue
+            ahead_ttft = sum(1 for r in ttft if r > 1)
+            ahead_tps = sum(1 for r in tps if r < 1)
+            lines.append(
+                f"    {ROWS[name].label:<28}TTFT {_spread(ttft)}, Forge ahead in "
+                f"{ahead_ttft}/{len(ttft)}; decode {_spread(tps)}, Forge ahead in "
+                f"{ahead_tps}/{len(tps)}"
+            )
+        return lines
+
+
+def _spread(ratios: Sequence[float]) -> str:
+    return f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
 
 
 def _cell(value: float | None, fmt: str, width: int) -> str:
@@ -943,11 +992,14 @@ def run_generate_bench(
         groups, note = plan_rows(spec, [r for r in wanted if r not in results], available)
         if note:
             say(note)
-        for group in groups:
+        for index, group in enumerate(groups):
             start = functools.partial(
                 start_row, spec=spec, python=python, exported=exported, timeout=timeout
             )
-            results |= run_group(group, spec, start, say)
+            ran = run_group(group, spec, start, say)
+            for result in ran.values():
+                result.group = index
+            results |= ran
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     prompts = {tuple(r.prompt) for r in results.values() if not r.skipped}

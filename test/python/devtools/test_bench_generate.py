@@ -231,3 +231,32 @@ def test_rows_that_do_not_fit_together_run_in_groups_with_a_note() -> None:
     rows = ["forge", "forge-int8-dq", "genai-fp32", "genai-int8"]
     groups, _ = plan_rows(spec, rows, available=int(3.5 * 1024**3))
     assert groups == [["forge"], ["genai-fp32"], ["forge-int8-dq", "genai-int8"]]
+
+
+def _row(name: str, ttft: list[float], tps: list[float], group: int = 0) -> RowResult:
+    return RowResult(name, version="v", ttft_ms=ttft, decode_tps=tps, group=group)
+
+
+def test_peer_rows_are_compared_with_their_forge_row_round_by_round() -> None:
+    results = {
+        "forge": _row("forge", [100.0, 120.0, 110.0], [60.0, 50.0, 55.0]),
+        "genai-fp32": _row("genai-fp32", [110.0, 108.0, 121.0], [57.0, 52.0, 55.0]),
+        "genai-int8": _row("genai-int8", [130.0], [140.0]),  # no Forge int8 row
+    }
+    report = GenerateReport(SPEC, "cpu", results)
+    [line] = report.paired_lines()
+    assert line.split()[:3] == ["OpenVINO", "GenAI", "fp32"]
+    # TTFT ratios 1.1, 0.9, 1.1; decode 0.95, 1.04, 1.0
+    assert "TTFT 1.100x (0.900-1.100), Forge ahead in 2/3" in line
+    assert "decode 1.000x (0.950-1.040), Forge ahead in 1/3" in line
+    assert "per round, the calls side by side" in report.format()
+
+
+def test_rows_of_different_groups_are_not_paired() -> None:
+    results = {
+        "forge": _row("forge", [100.0], [60.0], group=0),
+        "genai-fp32": _row("genai-fp32", [110.0], [57.0], group=1),
+    }
+    report = GenerateReport(SPEC, "cpu", results)
+    assert report.paired_lines() == []
+    assert "per round" not in report.format()
