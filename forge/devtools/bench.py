@@ -48,6 +48,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,10 @@ class BackendResult:
     """`ready_seconds` of every repeat (fresh processes); `ready_seconds` is their median."""
     version: str = ""
     """The backend's library and version, as its child imported it ("OpenVINO 2026.4.1")."""
+    round_ms: list[float] = field(default_factory=list)
+    """The mean of each round's batch of timed calls, in round order."""
+    group: int = 0
+    """The memory group it was timed in: backends of one group alternated round by round."""
     peak_rss_compile: int = 0
     """The child's peak RSS in bytes once compiled, checked and warmed up."""
     rss_ready: int = 0
@@ -546,6 +551,29 @@ class BenchReport:
         result = self.results.get(backend)
         return result if result is not None and not result.skipped else None
 
+    def paired_lines(self) -> list[str]:
+        """Per backend timed in Forge's group: its rounds' batch means over Forge's. The
+        means of the table pool every round; a host whose speed drifts by a few percent
+        from minute to minute moves both sides of a round alike, so the rounds' ratios
+        show how far apart two backends are and how often each was faster."""
+        forge = self.ran("forge")
+        if forge is None or not forge.round_ms:
+            return []
+        lines = []
+        for name, r in self.results.items():
+            if name == "forge" or self.ran(name) is None or r.group != forge.group:
+                continue
+            pairs = zip(r.round_ms, forge.round_ms, strict=False)
+            ratios = [mine / theirs for mine, theirs in pairs if theirs > 0]
+            if not ratios:
+                continue
+            faster = sum(1 for ratio in ratios if ratio > 1)
+            lines.append(
+                f"  {self.label(name):<26}{statistics.median(ratios):>8.3f}x "
+                f"({min(ratios):.3f}-{max(ratios):.3f}), Forge faster in {faster}/{len(ratios)}"
+            )
+        return lines
+
     def label(self, backend: str) -> str:
         result = self.results.get(backend)
         return label(backend, result.version if result is not None else "")
@@ -565,6 +593,7 @@ class BenchReport:
                 if r.ready_seconds is not None
             },
             "latency_ms": {name: r.latency_ms for name, r in ran.items()},
+            "latency_round_ms": {name: r.round_ms for name, r in ran.items()},
             "numerics": {
                 name: {"max_abs": r.max_abs, "kl": r.kl, "top1": r.top1} for name, r in ran.items()
             },
@@ -621,6 +650,13 @@ class BenchReport:
                 f"  {self.label(name):<26}{lat['mean']:>8.2f} {lat['p50']:>8.2f} {lat['p99']:>8.2f}"
                 f" {lat['p99'] / lat['p50']:>8.2f} {versus}"
             )
+        paired = self.paired_lines()
+        if paired:
+            lines += [
+                "per round (mean of each round's batch, row / Forge: median, min-max; rounds "
+                "where Forge was faster):",
+                *paired,
+            ]
         lines += self._memory_lines()
         lines += ["", "numerics vs eager (logits)      max-abs          KL    top-1"]
         for name, r in self.results.items():
@@ -762,8 +798,11 @@ def run_bench(
                 report.notes.append(sequence_note(groups, estimates, available, budget))
                 if progress is not None:
                     progress(report.notes[-1])
-    for group in groups:
+    for index, group in enumerate(groups):
         _bench_group(group, report, estimates, python, timeout, progress, rounds, compile_repeats)
+        for backend in group:
+            if backend in report.results:
+                report.results[backend].group = index
     return report
 
 
@@ -835,6 +874,7 @@ def _bench_group(
                     times.pop(name)
                     continue
                 times[name].extend(measured)
+                results[name].round_ms.append(float(np.mean(measured)) if measured else 0.0)
         for name, measured in times.items():
             results[name].latency_ms = summarize(measured)
             results[name].peak_rss = children[name].peak_rss

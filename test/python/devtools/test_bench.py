@@ -283,3 +283,30 @@ def test_a_batch_waits_for_the_previous_child_only_when_there_is_one(
     assert pauses == []
     bench.settle(3)
     assert pauses == [bench.SETTLE_SECONDS]
+
+
+def test_rounds_are_set_side_by_side_with_forges(report: BenchReport) -> None:
+    forge, eager = report.ran("forge"), report.ran("eager")
+    assert forge is not None and eager is not None
+    assert len(forge.round_ms) == len(eager.round_ms) == 2  # 2 runs: 2 rounds of one
+    [line] = report.paired_lines()
+    assert line.split()[:2] == ["torch", "eager"] and "Forge faster in " in line
+    assert "per round (mean of each round's batch" in report.format()
+    assert json.loads(json.dumps(report.to_json()))["latency_round_ms"]["eager"] == eager.round_ms
+
+
+def _timed(name: str, rounds: list[float], group: int = 0) -> BackendResult:
+    latency = {"mean": 1.0, "p50": 1.0, "p99": 1.0}
+    return BackendResult(name, latency_ms=latency, round_ms=rounds, group=group)
+
+
+def test_round_ratios_count_the_rounds_forge_was_faster() -> None:
+    results = {
+        "forge": _timed("forge", [100.0, 110.0, 100.0, 120.0]),
+        "onnxruntime": _timed("onnxruntime", [105.0, 99.0, 102.0, 120.0]),
+        "openvino": _timed("openvino", [130.0], group=1),  # timed after Forge's group
+    }
+    report = BenchReport("gpt2", 8, 4, 1, True, results)
+    [line] = report.paired_lines()
+    # ratios 1.05, 0.9, 1.02, 1.0: median 1.01, faster in 2 of 4 (a tie is not faster)
+    assert "1.010x (0.900-1.050), Forge faster in 2/4" in line
