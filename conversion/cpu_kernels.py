@@ -284,6 +284,10 @@ def cache_update_kernel(op: npu.CacheUpdateOp) -> Kernel:
     return lambda cache, positions, update: aten.index_copy_.default(cache, dim, positions, update)
 
 
+CACHED_ROW_POSITIONS = 256
+"""Positions whose row views `cache_updates_kernel` keeps (2 x layers views each)."""
+
+
 def cache_updates_kernel(dim: int) -> Kernel:
     """Several `npu.cache_update`s at the same positions and `dim` as one call,
     `run(positions, cache0, update0, cache1, update1, ...) -> (cache0, cache1, ...)`.
@@ -292,16 +296,65 @@ def cache_updates_kernel(dim: int) -> Kernel:
     steps of their own they cost about 9 us each (a fifth of GPT-2's host time per
     token), in one step's loop 3.3 us (`Tensor.index_copy_`; the `aten` overload object
     costs 4.5 us a call, and views through `narrow` or NumPy cost more than the copy).
+    A one-row write goes faster still through `torch._foreach_copy_` into each cache's
+    row at that position (GPT-2's 24 writes 76 -> 22 us, warm), with the row views made
+    once per position (`_RowViews`) and kept for the first `CACHED_ROW_POSITIONS`.
     `cache_update_kernel` stays the one-op form on the overload: the printed plan
     (`forge-opt -t python`) records the overload each CPU kernel calls."""
+    views = _RowViews(dim)
 
     def run(positions: torch.Tensor, *pairs: torch.Tensor) -> Any:
-        caches = pairs[0::2]
-        for cache, update in zip(caches, pairs[1::2], strict=True):
+        caches, updates = pairs[0::2], pairs[1::2]
+        rows = views.at(positions, caches, updates) if len(caches) > 1 else None
+        if rows is not None:
+            torch._foreach_copy_(rows, list(updates))
+            return caches
+        for cache, update in zip(caches, updates, strict=True):
             cache.index_copy_(dim, positions, update)
         return caches if len(caches) > 1 else caches[0]  # one output: the value itself
 
     return run
+
+
+class _RowViews:
+    """Per position, each cache's row there (`narrow(dim, position, 1)`), for the
+    caches of the last call. None where a write is not one in-range row of the update's
+    shape and dtype: `index_copy_` then writes it, and fails as it fails."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.caches: tuple[torch.Tensor, ...] = ()
+        self.rows: dict[int, list[torch.Tensor] | None] = {}
+
+    def at(
+        self,
+        positions: torch.Tensor,
+        caches: tuple[torch.Tensor, ...],
+        updates: tuple[torch.Tensor, ...],
+    ) -> list[torch.Tensor] | None:
+        if positions.numel() != 1 or positions.dtype != torch.long:
+            return None
+        if len(caches) != len(self.caches) or any(
+            a is not b for a, b in zip(caches, self.caches, strict=True)
+        ):
+            self.caches, self.rows = tuple(caches), {}
+        position = int(positions)
+        if position in self.rows:
+            rows = self.rows[position]
+        else:
+            rows = self._make(position, caches)
+            if len(self.rows) < CACHED_ROW_POSITIONS:
+                self.rows[position] = rows
+        if rows is None or any(
+            r.shape != u.shape or r.dtype != u.dtype for r, u in zip(rows, updates, strict=True)
+        ):
+            return None
+        return rows
+
+    def _make(self, position: int, caches: tuple[torch.Tensor, ...]) -> list[torch.Tensor] | None:
+        if not all(0 <= position < cache.shape[self.dim] for cache in caches):
+            return None
+        return [cache.narrow(self.dim, position, 1) for cache in caches]
 
 
 def split_kernel(op: npu.SplitOp) -> Kernel:

@@ -47,3 +47,34 @@ def test_cache_update_errors_are_index_copy_errors() -> None:
         kernel(torch.tensor([8]), cache, torch.ones(1, 3, 1, 4))
     with pytest.raises(IndexError):
         kernel(torch.tensor([1]), cache, torch.ones(1, 3, 2, 4))
+
+
+def test_one_row_writes_fail_as_index_copy_fails_with_several_caches() -> None:
+    """The one-row path (row views and `_foreach_copy_`) takes only writes `index_copy_`
+    would make: past the end, a wrong shape (which a copy would broadcast) or another
+    dtype go to `index_copy_` and fail there."""
+    kernel = cache_updates_kernel(2)
+    caches = _caches(2)
+    row = torch.ones(1, 3, 1, 4)
+    with pytest.raises(IndexError):
+        kernel(torch.tensor([8]), caches[0], row, caches[1], row)
+    with pytest.raises(IndexError):
+        kernel(torch.tensor([-1]), caches[0], row, caches[1], row)
+    narrow = torch.ones(1, 3, 1, 1)  # copy_ would broadcast it over the row
+    with pytest.raises(RuntimeError):
+        kernel(torch.tensor([2]), caches[0], narrow, caches[1], narrow)
+    with pytest.raises(RuntimeError):
+        kernel(torch.tensor([2]), caches[0], row.double(), caches[1], row.double())
+
+
+def test_row_views_follow_the_caches_they_are_given() -> None:
+    """Views kept for a position belong to the caches of that call: other caches at the
+    same position are written, not the first ones again."""
+    kernel = cache_updates_kernel(2)
+    first, second = _caches(2), [c.clone() for c in _caches(2)]
+    row = torch.full((1, 3, 1, 4), 7.0)
+    kernel(torch.tensor([4]), first[0], row, first[1], row)
+    before = [c.clone() for c in first]
+    kernel(torch.tensor([4]), second[0], row * 2, second[1], row * 2)
+    assert all(torch.equal(a, b) for a, b in zip(first, before, strict=True))
+    assert all(torch.equal(c[:, :, 4:5], row * 2) for c in second)
