@@ -427,6 +427,17 @@ register(
     )
 )
 
+
+def round_ratios(mine: Sequence[float], forge: Sequence[float]) -> list[float]:
+    """Each round's figure over Forge's in the same round (rounds alternated the two)."""
+    return [a / b for a, b in zip(mine, forge, strict=False) if b > 0]
+
+
+def spread(ratios: Sequence[float]) -> str:
+    """ "median x (min-max)" of the rounds' ratios."""
+    return f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
+
+
 # ---------------------------------------------------------------------------- memory
 
 FIT_FRACTION = 0.8
@@ -563,14 +574,13 @@ class BenchReport:
         for name, r in self.results.items():
             if name == "forge" or self.ran(name) is None or r.group != forge.group:
                 continue
-            pairs = zip(r.round_ms, forge.round_ms, strict=False)
-            ratios = [mine / theirs for mine, theirs in pairs if theirs > 0]
+            ratios = round_ratios(r.round_ms, forge.round_ms)
             if not ratios:
                 continue
             faster = sum(1 for ratio in ratios if ratio > 1)
             lines.append(
-                f"  {self.label(name):<26}{statistics.median(ratios):>8.3f}x "
-                f"({min(ratios):.3f}-{max(ratios):.3f}), Forge faster in {faster}/{len(ratios)}"
+                f"  {self.label(name):<26}{spread(ratios):>26}, Forge faster in "
+                f"{faster}/{len(ratios)}"
             )
         return lines
 

@@ -65,8 +65,10 @@ from forge.devtools.bench import (
     plan_groups,
     release_memory,
     rotated,
+    round_ratios,
     sequence_note,
     settle,
+    spread,
     weight_bytes,
 )
 from forge.devtools.children import Child
@@ -922,22 +924,18 @@ class GenerateReport:
             result = self.ran(name)
             if forge is None or result is None:
                 continue
-            ttft = [a / b for a, b in zip(result.ttft_ms, forge.ttft_ms, strict=False) if b]
-            tps = [a / b for a, b in zip(result.decode_tps, forge.decode_tps, strict=False) if b]
+            ttft = round_ratios(result.ttft_ms, forge.ttft_ms)
+            tps = round_ratios(result.decode_tps, forge.decode_tps)
             if not ttft or not tps:
                 continue
             ahead_ttft = sum(1 for r in ttft if r > 1)
             ahead_tps = sum(1 for r in tps if r < 1)
             lines.append(
-                f"    {ROWS[name].label:<28}TTFT {_spread(ttft)}, Forge ahead in "
-                f"{ahead_ttft}/{len(ttft)}; decode {_spread(tps)}, Forge ahead in "
+                f"    {ROWS[name].label:<28}TTFT {spread(ttft)}, Forge ahead in "
+                f"{ahead_ttft}/{len(ttft)}; decode {spread(tps)}, Forge ahead in "
                 f"{ahead_tps}/{len(tps)}"
             )
         return lines
-
-
-def _spread(ratios: Sequence[float]) -> str:
-    return f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
 
 
 def _cell(value: float | None, fmt: str, width: int) -> str:
