@@ -321,6 +321,42 @@ class GraphCall:
         """Where each of the factory's outputs is written by default (its own arrays)."""
         self._plan_out: Sequence[torch.Tensor | None] | None = None
         self._plan: tuple[list[torch.Tensor | None], list[int], bool] | None = None
+        self._pinned: dict[int, torch.Tensor] = {}
+        """Per graph result written into the same tensor at every run (`pin`)."""
+        self._pinned_addresses: dict[int, int] = {}
+
+    def output_shape(self, output: int) -> tuple[int, ...] | None:
+        """The shape the graph gives output `output`, or None where it is not a graph
+        result (an input passed through)."""
+        computed, i = self.results[output]
+        return tuple(self._out_shapes[i]) if computed and self.factory is not None else None
+
+    def can_pin(self, output: int, tensor: torch.Tensor) -> bool:
+        """Whether `pin(output, tensor)` may bind it: a graph result of `tensor`'s dtype
+        and shape of its own (a result two outputs share is not pinned), `tensor`
+        contiguous."""
+        computed, i = self.results[output]
+        if self.factory is None or not computed or not tensor.is_contiguous():
+            return False
+        if sum(1 for c, j in self.results if c and j == i) != 1:
+            return False
+        dtype = self.dtypes[output]
+        if self._out_dtypes[i] != dtype or tensor.dtype != dtype:
+            return False
+        return tuple(tensor.shape) == tuple(self._out_shapes[i])
+
+    def pin(self, output: int, tensor: torch.Tensor) -> None:
+        """Write output `output` straight into `tensor` at every run, bound once instead
+        of a pooled tensor checked at every call. For a result that nothing keeps past
+        the executor's call (a decode step's new cache rows, which the next step copies
+        into the cache); `tensor` must not be memory the graph reads (`can_pin` checks
+        the rest)."""
+        if not self.can_pin(output, tensor):
+            raise ValueError(f"output {output} cannot be written into that tensor")
+        i = self.results[output][1]
+        self._pinned[i] = tensor
+        self._pinned_addresses[i] = tensor.data_ptr()
+        self._plan_out = self._plan = None  # the pooled results change
 
     def freeze(self, index: int, tensor: torch.Tensor) -> None:
         """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
@@ -392,7 +428,9 @@ class GraphCall:
             and self._out_dtypes[i] == dtype
             for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True)
         ]
-        wanted = sorted({i for (_, i), ok in zip(self.results, pooled, strict=True) if ok})
+        wanted = sorted(
+            {i for (_, i), ok in zip(self.results, pooled, strict=True) if ok} - self._pinned.keys()
+        )
         self._plan_out = out
         self._plan = (targets, wanted, all(pooled))
         return self._plan
@@ -459,15 +497,20 @@ class GraphCall:
         return stage
 
     def _bind_outputs(self, factory: Any, wanted: Sequence[int]) -> dict[int, torch.Tensor]:
-        """Point each graph result at its destination for this run: a pooled tensor for
-        the `wanted` results (the function's results, such as the logits, and values no
-        arena buffer holds), so the graph writes them in place instead of into its own
-        array plus a copy; the factory's own array otherwise. Arena buffers are not
+        """Point each graph result at its destination for this run: its tensor for a
+        pinned result (`pin`), a pooled tensor for the `wanted` results (the function's
+        results, such as the logits, and values no arena buffer holds), so the graph
+        writes them in place instead of into its own array plus a copy; the factory's
+        own array otherwise. Arena buffers are not
         written in place: linear scan may give an output the buffer of an input of the
         same segment, which the graph still reads while it writes its results."""
         lib = _bindings().lib
         held = self._output_addresses
-        fresh: dict[int, torch.Tensor] = {}
+        fresh: dict[int, torch.Tensor] = dict(self._pinned)
+        for i, address in self._pinned_addresses.items():
+            if held.get(i) != address:
+                lib.set_output(factory._mm, address, i)
+                held[i] = address
         take = self._pool.take
         for i in wanted:
             tensor = fresh[i] = take(i, self._out_shapes[i], self._out_dtypes[i])
@@ -475,7 +518,7 @@ class GraphCall:
             if held.get(i) != address:
                 lib.set_output(factory._mm, address, i)
                 held[i] = address
-        if len(wanted) < len(self._own_addresses):
+        if len(fresh) < len(self._own_addresses):
             for i, address in enumerate(self._own_addresses):
                 if i not in fresh and held.get(i) != address:
                     lib.set_output(factory._mm, address, i)

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import (
@@ -41,6 +41,7 @@ from forge.conversion.cpu_kernels import (
     wants_threads,
 )
 from forge.conversion.nnfactory_graph import (
+    GraphCall,
     NoNpuLowering,
     Segment,
     build_segment,
@@ -79,7 +80,7 @@ from forge.runtime.threads import graph_threads
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import HostProfile, load_profile
 from forge.transforms.npu_fold_constants import is_deterministic
-from forge.transforms.npu_linear_scan import AllocationReport, allocate
+from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import is_view
 from forge.transforms.npu_schedule_affinity import check_schedule, device_of
 
@@ -111,6 +112,10 @@ class Step:
     (`is_deterministic`): it may join a `Table`."""
     tabled: bool = False
     """Computed by an earlier step's `Table`: skipped (it still counts its device)."""
+    traffic: tuple[int, int, int] | None = None
+    """Segment steps whose bound inputs and outputs all have static shapes: their
+    (bytes in, state bytes in, bytes out), counted once here instead of summed from the
+    tensors at every call."""
 
 
 @dataclass
@@ -228,6 +233,8 @@ class CompiledNPUExecutor:
         """(result slot, argument slot): copied back after a call (an `npu.cache_update`
         wrote the others in place)."""
         self._steps = self._mark_state_inputs(function, written)
+        self.pinned_rows = self._pin_cache_rows()
+        """Graph results written straight into one buffer the cache updates read."""
         self.table = self._tabulate(function, written)
         """The `Table` of CPU results keyed by small inputs (a decode step's mask), or
         None."""
@@ -341,15 +348,56 @@ class CompiledNPUExecutor:
             if op.operands and op.operands[0] in state and is_view(op):
                 state.update(op.results)
         slots = {self._slots[v] for v in state if v in self._slots}
-        return [
-            replace(
-                step,
-                state_inputs=tuple(i for i in step.run.bound if step.inputs[i] in slots),
-            )
+        steps = []
+        for step in self._steps:
+            if not step.segment:
+                steps.append(step)
+                continue
+            state_inputs = tuple(i for i in step.run.bound if step.inputs[i] in slots)
+            traffic = _static_traffic(step.run, state_inputs)
+            steps.append(replace(step, state_inputs=state_inputs, traffic=traffic))
+        return steps
+
+    def _pin_cache_rows(self) -> int:
+        """Have the graph write the rows a run of cache updates copies into the caches
+        (a decode step's new keys and values) into one buffer of its own, bound once
+        (`GraphCall.pin`): the update step then reads them as one block, and into caches
+        that are slices of one tensor it writes them in one strided copy
+        (`cache_updates_kernel`). Only rows nothing else reads: no other step, no
+        function result, no arena buffer. Returns how many rows were pinned."""
+        uses: dict[int, int] = {}
+        for step in self._steps:
+            for slot in step.inputs:
+                uses[slot] = uses.get(slot, 0) + 1
+        for slot in (*self._results, *(r for r, _ in self._write_slots)):
+            uses[slot] = uses.get(slot, 0) + 1
+        producers = {
+            slot: (position, index)
+            for position, step in enumerate(self._steps)
             if step.segment
-            else step
-            for step in self._steps
-        ]
+            for index, slot in enumerate(step.outputs)
+        }
+        pinned = 0
+        for step in list(self._steps):
+            if step.cache_updates is None or step.tabled:
+                continue
+            rows = step.inputs[2::2]
+            if len(rows) < 2 or any(uses[r] != 1 or r not in producers for r in rows):
+                continue
+            if len({producers[r][0] for r in rows}) != 1:
+                continue
+            position = producers[rows[0]][0]
+            segment_step = self._steps[position]
+            outputs = [producers[r][1] for r in rows]
+            if not _pin_block(segment_step.run.call, outputs):
+                continue
+            pinned += len(outputs)
+            if segment_step.targets:  # pinned, not in the arena buffer linear scan gave
+                targets = tuple(
+                    None if i in outputs else t for i, t in enumerate(segment_step.targets)
+                )
+                self._steps[position] = replace(segment_step, targets=targets)
+        return pinned
 
     def _tabulate(self, function: func.FuncOp, written: set[int]) -> Table | None:
         """Compute the CPU steps computable from small inputs alone in one `Table` step,
@@ -442,9 +490,14 @@ class CompiledNPUExecutor:
                 if step.segment:
                     result = step.run(*args, out=step.targets)
                     stats.dispatches += 1
-                    stats.bytes_in += sum(args[i].nbytes for i in step.run.bound)
-                    stats.state_bytes_in += sum(args[i].nbytes for i in step.state_inputs)
-                    stats.bytes_out += sum(t.nbytes for t in result)
+                    if step.traffic is not None:
+                        stats.bytes_in += step.traffic[0]
+                        stats.state_bytes_in += step.traffic[1]
+                        stats.bytes_out += step.traffic[2]
+                    else:
+                        stats.bytes_in += sum(args[i].nbytes for i in step.run.bound)
+                        stats.state_bytes_in += sum(args[i].nbytes for i in step.state_inputs)
+                        stats.bytes_out += sum(t.nbytes for t in result)
                     for slot, value in zip(outs, result, strict=True):
                         env[slot] = value
                     continue
@@ -465,6 +518,38 @@ class CompiledNPUExecutor:
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)
+
+
+def _pin_block(call: GraphCall, outputs: Sequence[int]) -> bool:
+    """Pin `outputs` of `call` (graph results of one shape and dtype, a batch of one)
+    to consecutive slices of one new buffer: all of them, or none (False)."""
+    shapes = {call.output_shape(i) for i in outputs}
+    dtypes = {call.dtypes[i] for i in outputs}
+    if len(shapes) != 1 or len(dtypes) != 1 or len(set(outputs)) != len(outputs):
+        return False
+    shape = shapes.pop()
+    if not shape or shape[0] != 1:
+        return False
+    block = torch.empty((len(outputs), *shape[1:]), dtype=dtypes.pop())
+    if not all(call.can_pin(i, block[k : k + 1]) for k, i in enumerate(outputs)):
+        return False
+    for k, i in enumerate(outputs):
+        call.pin(i, block[k : k + 1])
+    return True
+
+
+def _static_traffic(segment: Segment, state_inputs: Sequence[int]) -> tuple[int, int, int] | None:
+    """A segment's (bytes in, state bytes in, bytes out) per call from the IR's types,
+    or None where a bound input or an output has a dynamic shape."""
+    if not all(isinstance(v.type, TensorType) for v in [*segment.inputs, *segment.outputs]):
+        return None
+    bound = [byte_size(segment.inputs[i].type) for i in segment.bound]
+    state = [byte_size(segment.inputs[i].type) for i in state_inputs]
+    out = [byte_size(v.type) for v in segment.outputs]
+    sizes = [*bound, *state, *out]
+    if any(size is None for size in sizes):
+        return None
+    return sum(bound), sum(state), sum(out)  # type: ignore[arg-type]
 
 
 def _store(value: Any, target: torch.Tensor | None) -> Any:

@@ -78,3 +78,59 @@ def test_row_views_follow_the_caches_they_are_given() -> None:
     kernel(torch.tensor([4]), second[0], row * 2, second[1], row * 2)
     assert all(torch.equal(a, b) for a, b in zip(first, before, strict=True))
     assert all(torch.equal(c[:, :, 4:5], row * 2) for c in second)
+
+
+def _stacked(count: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Caches as slices of one tensor, as `StaticCacheLM` stacks them."""
+    stack = torch.randn(count, 3, 8, 4, generator=torch.Generator().manual_seed(0))
+    return stack, [stack[k : k + 1] for k in range(count)]
+
+
+@pytest.mark.parametrize("position", [0, 5, 7])
+def test_stacked_rows_are_one_copy_with_index_copy_results(position: int) -> None:
+    """Caches that are slices of one tensor and rows that are slices of one buffer (a
+    pinned graph output) take the one-block path; the caches end as `index_copy_`
+    leaves them, at every position, and returned as themselves."""
+    _, caches = _stacked(4)
+    block = torch.randn(4, 3, 1, 4, generator=torch.Generator().manual_seed(2))
+    rows = [block[k : k + 1] for k in range(4)]
+    expected = [c.clone() for c in caches]
+    for cache, row in zip(expected, rows, strict=True):
+        cache.index_copy_(2, torch.tensor([position]), row)
+    kernel = cache_updates_kernel(2)
+    views = kernel.row_views  # type: ignore[attr-defined]
+    pairs = [t for pair in zip(caches, rows, strict=True) for t in pair]
+    result = kernel(torch.tensor([position]), *pairs)
+    assert views.blocks[position] is not None  # the block path wrote them
+    assert all(r is c for r, c in zip(result, caches, strict=True))
+    for cache, want in zip(caches, expected, strict=True):
+        assert torch.equal(cache, want)
+
+
+def test_rows_that_are_not_one_block_are_still_written() -> None:
+    """Rows in separate tensors, caches out of order, or rows inside the caches' own
+    storage are written one by one, as `index_copy_` would."""
+    stack, caches = _stacked(3)
+    apart = [torch.full((1, 3, 1, 4), float(k)) for k in range(3)]
+    shuffled = [caches[2], caches[0], caches[1]]
+    inside = [stack[k : k + 1, :, 6:7] for k in range(3)]  # not contiguous: apart
+    for order, rows in ((caches, apart), (shuffled, apart), (caches, inside)):
+        expected = [c.clone() for c in order]
+        for cache, row in zip(expected, rows, strict=True):
+            cache.index_copy_(2, torch.tensor([1]), row.clone())
+        pairs = [t for pair in zip(order, rows, strict=True) for t in pair]
+        cache_updates_kernel(2)(torch.tensor([1]), *pairs)
+        for cache, want in zip(order, expected, strict=True):
+            assert torch.equal(cache, want)
+
+
+def test_stacked_rows_fail_as_index_copy_fails() -> None:
+    """Past the end, negative, or another dtype: not the block path, and `index_copy_`'s
+    error."""
+    _, caches = _stacked(2)
+    block = torch.ones(2, 3, 1, 4)
+    kernel = cache_updates_kernel(2)
+    for position, rows in ((8, block), (-1, block), (2, block.double())):
+        pairs = [caches[0], rows[0:1], caches[1], rows[1:2]]
+        with pytest.raises((IndexError, RuntimeError)):
+            kernel(torch.tensor([position]), *pairs)

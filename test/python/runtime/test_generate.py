@@ -201,6 +201,25 @@ def test_cache_writes_are_one_step(built: Built) -> None:
             assert len(writes) == 1
 
 
+def test_decode_rows_go_in_as_one_block(built: Built) -> None:
+    """Where every layer attends with caches of one shape (all models here but LFM2's
+    hybrid), the keys and values are slices of one tensor, the decode graph writes its
+    new rows into one pinned buffer, and the cache update step copies them as one
+    strided block; the tokens stay eager's (`test_tokens_match_generate`)."""
+    lm = built.lm
+    stack = lm.wrapper.cache_stack
+    caches = lm.wrapper.cache_buffers()[: 2 * lm.attention_layers]
+    if stack is None:
+        assert lm.attention_layers < lm.num_layers
+        return
+    assert all(cache._base is stack for cache in caches)
+    assert lm.decode.executor.pinned_rows == len(caches)
+    lm.generate(_prompt(), NEW_TOKENS)
+    assert stack.abs().sum() > 0
+    lm.reset()
+    assert stack.abs().sum() == 0
+
+
 def test_cache_holds_every_layer_state(built: Built) -> None:
     """Keys and values per attention layer; the conv input at every position (after
     kernel - 1 zero columns) per LFM2 convolution layer; one cache length for all."""
