@@ -181,6 +181,11 @@ class CompiledLM:
         self.stats.prefill_chunks = chunks
         self.stats.prefill_bytes_moved = bytes_moved
 
+        # One token id and one position tensor for every step, written through NumPy
+        # (0.2 us against 7-8 us for a new tensor; the executor reads them by value).
+        token_ids = torch.zeros(1, 1, dtype=torch.long)
+        cache_position = torch.zeros(1, dtype=torch.long)
+        token_slot, position_slot = token_ids.numpy(), cache_position.numpy()
         while True:
             if len(tokens) >= max_new_tokens:
                 self.stats.stop_reason = "max_new_tokens"
@@ -197,7 +202,8 @@ class CompiledLM:
                 )
                 break
             start = time.perf_counter()
-            logits = self.decode(torch.tensor([[tokens[-1]]]), torch.tensor([position]))
+            token_slot[0, 0], position_slot[0] = tokens[-1], position
+            logits = self.decode(token_ids, cache_position)
             self.stats.decode_seconds.append(time.perf_counter() - start)
             self.stats.decode_bytes_moved.append(self.decode.executor.stats.bytes_moved)
             tokens.append(choose(logits[0, -1]))
