@@ -49,6 +49,13 @@ def load_backend() -> ModuleType:
             raise NNFactoryUnavailable(f"NNFactory failed to load: {e}") from e
 
 
+@cache
+def bindings() -> ModuleType:
+    """The backend's ctypes bindings (`lib`: the native library's functions)."""
+    load_backend()
+    return importlib.import_module(f"{PACKAGE}.backend.bindings")
+
+
 def device_name() -> str:
     """Where NNFactory graphs execute on this machine."""
     return "NPU" if load_backend().npu_available() else "CPU (OpenVINO CPU plugin; no NPU found)"

@@ -12,26 +12,24 @@ them (attention, layer/RMS norm, subtraction, rsqrt, maximum/minimum, expand).
 Anything else raises `NoNpuLowering`, so the caller can run the op on the CPU.
 
 Compiled graphs are cached by the segment's structure (ops, properties, wiring),
-its input/output types and the precision, so identical segments (the layers of a
-transformer) compile once.
+its input/output types, the precision and the kernel choices in force
+(`forge.conversion.kernel_choice`), so identical segments (the layers of a
+transformer) compile once. A compiled graph is called through
+`forge.conversion.graph_call.GraphCall`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import ctypes
 import importlib
 import math
-import os
-import sys
 import time
 import weakref
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -47,13 +45,19 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from forge.conversion import weight_spill
 from forge.conversion.capabilities import Lowering, LoweringFunction, lowering_of
 from forge.conversion.cpu_kernels import torch_dtype
-from forge.conversion.nnfactory_backend import PACKAGE, load_backend
+from forge.conversion.graph_call import GraphCall, GraphInput
+from forge.conversion.kernel_choice import (
+    choices_key,
+    kernel_rule,
+    linear_kernel,
+    linear_rows,
+    snippets_env,
+    snippets_mode,
+)
+from forge.conversion.nnfactory_backend import PACKAGE, bindings, load_backend
 from forge.diagnostics import ForgeError
 from forge.dialects import dtypes, npu
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
-
-if TYPE_CHECKING:
-    from forge.transforms.host_profile import HostProfile
 
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
@@ -72,45 +76,6 @@ npu-assign-precision from a per-layer sensitivity measure), which are stored tha
 """
 
 QUANTIZED_PRECISIONS = dtypes.QUANTIZED_PRECISIONS
-
-
-@dataclass(frozen=True)
-class GraphInput:
-    """How a segment input is bound to the graph: one parameter of `dtype`, or (storage
-    `int8`) an int8 parameter plus a per-channel scale reduced over `reduce_dim`, or
-    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph."""
-
-    dtype: np.dtype
-    storage: str = "float"
-    reduce_dim: int = 1
-    constant: bool = False
-    """Baked into the graph as constants when it is built (weights bound at compile
-    time): no parameter, nothing to bind per call, and OpenVINO can pre-pack the
-    matrix and use its compressed-weight kernels for int8."""
-
-    def arrays(self, tensor: torch.Tensor) -> list[np.ndarray]:
-        """The parameter arrays for `tensor` (they must outlive the graph's run)."""
-        t = tensor.detach()
-        if self.storage == "int8":
-            return list(quantize_int8(t, self.reduce_dim, self.dtype))
-        if self.storage == "fp16":
-            return [t.to(torch.float16).contiguous().numpy()]
-        return [t.to(_torch_for_numpy(self.dtype)).contiguous().numpy()]
-
-
-def quantize_int8(
-    weight: torch.Tensor, reduce_dim: int, scale_dtype: np.dtype
-) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric per-channel int8: `weight ~= q * scale`, |q| <= 127.
-
-    max|w| comes from amax and amin, and rounding and clamping work in place, so a
-    weight is copied once (w / scale) rather than four times."""
-    w = weight.detach().float()
-    largest = torch.maximum(w.amax(reduce_dim, keepdim=True), -w.amin(reduce_dim, keepdim=True))
-    scale = largest / 127.0
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = torch.div(w, scale).round_().clamp_(-127, 127).to(torch.int8)
-    return q.contiguous().numpy(), scale.to(_torch_for_numpy(scale_dtype)).numpy()
 
 
 def graph_input(value: SSAValue, precision: str, constant: bool = False) -> GraphInput:
@@ -197,25 +162,15 @@ def clear_cache() -> None:
 
 
 @cache
-def _bindings() -> Any:
-    return importlib.import_module(f"{PACKAGE}.backend.bindings")
-
-
-def _run_graph(factory: Any) -> None:
-    """`NNFactory.run` binds input 0 unconditionally; segments may have no inputs."""
-    _bindings().lib.run(factory._mm)
-
-
-@cache
 def _constant_shared() -> Any:
     """The backend's `constant_shared` (added by scripts/build_nnfactory.sh): a Constant
     over the caller's memory instead of a copy; None on a build without it."""
-    bindings = _bindings()
-    fn = getattr(bindings.lib, "constant_shared", None)
+    backend = bindings()
+    fn = getattr(backend.lib, "constant_shared", None)
     if fn is None:
         return None
-    fn.argtypes = bindings.lib.constant.argtypes
-    fn.restype = bindings.handler
+    fn.argtypes = backend.lib.constant.argtypes
+    fn.restype = backend.handler
     return fn
 
 
@@ -225,305 +180,15 @@ def _strided_slice() -> Any:
     lengths as `c_int`; the second one is passed on the stack, its upper half is
     garbage, and `NNFactory.slice` dies in `std::bad_alloc`. `lib[...]` returns a fresh
     function pointer, so the library's own declaration stays untouched."""
-    bindings = _bindings()
-    fn = bindings.lib["slice"]
-    mask = bindings.c_u32_array
-    fn.argtypes = [bindings.handler] * 5 + [ctypes.c_size_t, mask, ctypes.c_size_t, mask]
-    fn.restype = bindings.handler
+    backend = bindings()
+    fn = backend.lib["slice"]
+    mask = backend.c_u32_array
+    fn.argtypes = [backend.handler] * 5 + [ctypes.c_size_t, mask, ctypes.c_size_t, mask]
+    fn.restype = backend.handler
     return fn
 
 
 # ----------------------------------------------------------------------- segment
-
-
-_ADDRESSES: weakref.WeakKeyDictionary[Any, tuple[dict[int, int], dict[int, int]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _addresses(factory: Any) -> tuple[dict[int, int], dict[int, int]]:
-    """What `factory`'s inputs and outputs point at now, by index, shared by every call
-    of it (segments with the same key share one factory): an address it holds already
-    is not set again (a decode step binds the same 24 cache buffers at every call)."""
-    if factory is None:
-        return {}, {}
-    found = _ADDRESSES.get(factory)
-    if found is None:
-        found = _ADDRESSES[factory] = ({}, {})
-    return found
-
-
-_OWNERS: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
-"""Per factory: the token of the `GraphCall` that bound its inputs last."""
-
-STAGE_BYTES = 4096
-"""Inputs of at most this size are copied into memory the graph stays bound to."""
-
-
-class GraphCall:
-    """One call of a compiled graph, as the executor's `Segment` and the printed plan
-    (`forge-opt -t python`) both make it: each input bound as its `GraphInput` says
-    (`GraphInput.arrays`: converted, or quantized to int8 + scale; nothing for a
-    weight baked in as constants, or for an input the graph does not read, `None`), one
-    run, results in the IR's dtypes (an output that is an input unchanged passes
-    through, converted). One implementation, so the printed plan cannot drift."""
-
-    def __init__(
-        self,
-        factory: Any,
-        inputs: Sequence[GraphInput | None],
-        results: Sequence[tuple[bool, int]],
-        dtypes: Sequence[torch.dtype],
-    ):
-        self.factory = factory
-        """The compiled NNFactory, or None when no output is computed by a graph."""
-        self.inputs = list(inputs)
-        self.results = list(results)
-        """Per output: (a graph result?, index of the graph result or of the input)."""
-        self.dtypes = list(dtypes)
-        """Per output: its dtype in the IR."""
-        self.bound = [
-            i for i, spec in enumerate(self.inputs) if spec is not None and not spec.constant
-        ]
-        """Inputs bound at every call (the others are baked into the graph)."""
-        self._frozen: dict[int, list[np.ndarray]] = {}
-        self._parameter: dict[int, int] = {}
-        """Per bound input: the index of its first graph parameter (int8 inputs bind two:
-        values and scales)."""
-        for i in self.bound:
-            self._parameter[i] = sum(
-                2 if self.inputs[j].storage == "int8" else 1  # type: ignore[union-attr]
-                for j in self.bound
-                if j < i
-            )
-        self._dynamic: list[int] = list(self.bound)
-        """Bound inputs that are not frozen: bound at every call."""
-        self._token = object()
-        """Marks the factory's bindings as this call's (`_OWNERS`)."""
-        self._stages: dict[int, tuple[np.ndarray, int]] = {}
-        """Per graph parameter: the array small inputs are copied into (`_stage`)."""
-        self._small: dict[int, tuple[torch.Tensor, np.ndarray, int]] = {}
-        """Per small input once staged: (its staged array as a tensor, the array, its
-        address); later calls copy the input straight in (one `copy_`)."""
-        self._views: dict[int, tuple[torch.Tensor | None, int, list[np.ndarray], list[int]]] = {}
-        """Per bound input: (tensor, its address, arrays, their addresses) when the arrays
-        are the tensor's own memory, so that the next call with the same tensor reuses
-        them; (None, 0, arrays, addresses) for a frozen input (a decode step binds the
-        same 24 caches at every call)."""
-        self._pool = ResultPool()
-        self._input_addresses, self._output_addresses = _addresses(factory)
-        self._out_dtypes = (
-            [_torch_for_numpy(a.dtype) for a in factory.out] if factory is not None else []
-        )
-        """The torch dtype of each of the factory's outputs."""
-        self._out_shapes = [a.shape for a in factory.out] if factory is not None else []
-        self._own_addresses = [a.ctypes.data for a in factory.out] if factory is not None else []
-        """Where each of the factory's outputs is written by default (its own arrays)."""
-        self._plan_out: Sequence[torch.Tensor | None] | None = None
-        self._plan: tuple[list[torch.Tensor | None], list[int], bool] | None = None
-        self._pinned: dict[int, torch.Tensor] = {}
-        """Per graph result written into the same tensor at every run (`pin`)."""
-        self._pinned_addresses: dict[int, int] = {}
-
-    def output_shape(self, output: int) -> tuple[int, ...] | None:
-        """The shape the graph gives output `output`, or None where it is not a graph
-        result (an input passed through)."""
-        computed, i = self.results[output]
-        return tuple(self._out_shapes[i]) if computed and self.factory is not None else None
-
-    def can_pin(self, output: int, tensor: torch.Tensor) -> bool:
-        """Whether `pin(output, tensor)` may bind it: a graph result of `tensor`'s dtype
-        and shape of its own (a result two outputs share is not pinned), `tensor`
-        contiguous."""
-        computed, i = self.results[output]
-        if self.factory is None or not computed or not tensor.is_contiguous():
-            return False
-        if sum(1 for c, j in self.results if c and j == i) != 1:
-            return False
-        dtype = self.dtypes[output]
-        if self._out_dtypes[i] != dtype or tensor.dtype != dtype:
-            return False
-        return tuple(tensor.shape) == tuple(self._out_shapes[i])
-
-    def pin(self, output: int, tensor: torch.Tensor) -> None:
-        """Write output `output` straight into `tensor` at every run, bound once instead
-        of a pooled tensor checked at every call. For a result that nothing keeps past
-        the executor's call (a decode step's new cache rows, which the next step copies
-        into the cache); `tensor` must not be memory the graph reads (`can_pin` checks
-        the rest)."""
-        if not self.can_pin(output, tensor):
-            raise ValueError(f"output {output} cannot be written into that tensor")
-        i = self.results[output][1]
-        self._pinned[i] = tensor
-        self._pinned_addresses[i] = tensor.data_ptr()
-        self._plan_out = self._plan = None  # the pooled results change
-
-    def freeze(self, index: int, tensor: torch.Tensor) -> None:
-        """Input `index` is always `tensor` (a weight): convert or quantize it once, here,
-        instead of at every call. The caller keeps passing it."""
-        if index in self.bound:
-            self._views.pop(index, None)
-            self._small.pop(index, None)
-            self._frozen.pop(index, None)
-            self._frozen[index] = self._arrays(index, tensor)
-            self._dynamic = [i for i in self.bound if i not in self._frozen]
-            if self.factory is not None:
-                _OWNERS.pop(self.factory, None)  # bind it at the next call
-
-    def _arrays(self, index: int, tensor: torch.Tensor) -> list[np.ndarray]:
-        """The arrays bound for input `index`: frozen once, or made of `tensor` now."""
-        frozen = self._frozen.get(index)
-        if frozen is not None:
-            return frozen
-        spec = self.inputs[index]
-        assert spec is not None, "only inputs in `bound` are bound"
-        return spec.arrays(tensor)
-
-    def __call__(
-        self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
-    ) -> tuple[torch.Tensor, ...]:
-        """Run the graph; an output with a tensor in `out` is written there (its arena
-        buffer), the others get fresh storage."""
-        if len(tensors) != len(self.inputs):
-            raise ForgeError(f"segment expects {len(self.inputs)} inputs, got {len(tensors)}")
-        factory, computed_results, fresh = self.factory, [], {}
-        targets, wanted, direct = self._output_plan(out)
-        if factory is not None:
-            # The arrays must stay alive until the run: the graph reads them in place.
-            arrays = self._bind_inputs(factory, tensors)  # noqa: F841
-            fresh = self._bind_outputs(factory, wanted)
-            _run_graph(factory)
-            if direct:
-                return tuple(fresh[i] for _, i in self.results)
-            computed_results = factory.out
-        # The factory reuses its output buffers on the next run: copy them out, except
-        # the ones it wrote straight into fresh tensors.
-        outputs = []
-        for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True):
-            written = fresh.get(i) if computed else None
-            if written is not None and written.dtype == dtype and target is None:
-                outputs.append(written)
-                continue
-            if written is not None:
-                value = written
-            else:
-                value = computed_results[i] if computed else tensors[i]
-            value = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-            outputs.append(_copy_out(value, dtype, target))
-        return tuple(outputs)
-
-    def _output_plan(
-        self, out: Sequence[torch.Tensor | None]
-    ) -> tuple[list[torch.Tensor | None], list[int], bool]:
-        """(a target per output, the graph results written into pooled tensors, whether
-        every output is such a result), for `out`: decided once for an executor step,
-        which passes the same `out` at every call."""
-        if out is self._plan_out and self._plan is not None:
-            return self._plan
-        targets = list(out) or [None] * len(self.results)
-        pooled = [
-            computed
-            and target is None
-            and i < len(self._out_dtypes)
-            and self._out_dtypes[i] == dtype
-            for (computed, i), dtype, target in zip(self.results, self.dtypes, targets, strict=True)
-        ]
-        wanted = sorted(
-            {i for (_, i), ok in zip(self.results, pooled, strict=True) if ok} - self._pinned.keys()
-        )
-        self._plan_out = out
-        self._plan = (targets, wanted, all(pooled))
-        return self._plan
-
-    def _bind_inputs(self, factory: Any, tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
-        """Point the graph's parameters at the arrays of the bound inputs (an address it
-        holds already is not set again; frozen inputs stay bound while no other call of
-        the same factory rebinds them); returns the arrays the run reads."""
-        held = self._input_addresses
-        mine = _OWNERS.get(factory) is self._token
-        kept: list[np.ndarray] = []
-        for i in self._dynamic if mine else self.bound:
-            tensor, index = tensors[i], self._parameter[i]
-            small = self._small.get(i)
-            if small is not None and tensor.shape == small[0].shape:
-                small[0].copy_(tensor.detach())  # converts as `GraphInput.arrays` does
-                if held.get(index) != small[2]:
-                    factory.set_input_tensor(small[1], index)
-                    held[index] = small[2]
-                continue
-            arrays, addresses = self._input_arrays(i, tensor)
-            frozen = i in self._frozen  # bound where it lives: state changes in place
-            for array, address in zip(arrays, addresses, strict=True):
-                if held.get(index) != address and not frozen:
-                    staged, address = self._stage(index, array, address)
-                    if staged is not array and len(arrays) == 1:
-                        self._small[i] = (torch.from_numpy(staged), staged, address)
-                    array = staged
-                if held.get(index) != address:
-                    factory.set_input_tensor(array, index)
-                    held[index] = address
-                kept.append(array)
-                index += 1
-        _OWNERS[factory] = self._token
-        return kept
-
-    def _input_arrays(self, i: int, tensor: torch.Tensor) -> tuple[list[np.ndarray], list[int]]:
-        """Input `i`'s arrays and their addresses, reused while they are `tensor`'s own
-        memory or frozen."""
-        view = self._views.get(i)
-        if view is not None and (
-            view[0] is None or (view[0] is tensor and view[1] == tensor.data_ptr())
-        ):
-            return view[2], view[3]
-        arrays = self._arrays(i, tensor)
-        addresses = [array.ctypes.data for array in arrays]
-        if i in self._frozen:
-            self._views[i] = (None, 0, arrays, addresses)
-        elif addresses == [tensor.data_ptr()]:
-            self._views[i] = (tensor, addresses[0], arrays, addresses)
-        return arrays, addresses
-
-    def _stage(self, index: int, array: np.ndarray, address: int) -> tuple[np.ndarray, int]:
-        """A small array (a token id, a position) copied into the same memory at every
-        call, so the graph's parameter stays bound to it: OpenVINO's `set_input_tensor`
-        costs more than the copy. Larger arrays are bound where they are."""
-        if array.nbytes > STAGE_BYTES:
-            return array, address
-        stage = self._stages.get(index)
-        if stage is None or stage[0].shape != array.shape or stage[0].dtype != array.dtype:
-            staged = np.empty(array.shape, array.dtype)
-            stage = self._stages[index] = (staged, staged.ctypes.data)
-        np.copyto(stage[0], array)
-        return stage
-
-    def _bind_outputs(self, factory: Any, wanted: Sequence[int]) -> dict[int, torch.Tensor]:
-        """Point each graph result at its destination for this run: its tensor for a
-        pinned result (`pin`), a pooled tensor for the `wanted` results (the function's
-        results, such as the logits, and values no arena buffer holds), so the graph
-        writes them in place instead of into its own array plus a copy; the factory's
-        own array otherwise. Arena buffers are not
-        written in place: linear scan may give an output the buffer of an input of the
-        same segment, which the graph still reads while it writes its results."""
-        lib = _bindings().lib
-        held = self._output_addresses
-        fresh: dict[int, torch.Tensor] = dict(self._pinned)
-        for i, address in self._pinned_addresses.items():
-            if held.get(i) != address:
-                lib.set_output(factory._mm, address, i)
-                held[i] = address
-        take = self._pool.take
-        for i in wanted:
-            tensor = fresh[i] = take(i, self._out_shapes[i], self._out_dtypes[i])
-            address = tensor.data_ptr()
-            if held.get(i) != address:
-                lib.set_output(factory._mm, address, i)
-                held[i] = address
-        if len(fresh) < len(self._own_addresses):
-            for i, address in enumerate(self._own_addresses):
-                if i not in fresh and held.get(i) != address:
-                    lib.set_output(factory._mm, address, i)
-                    held[i] = address
-        return fresh
 
 
 class Segment:
@@ -570,54 +235,6 @@ class Segment:
         self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
     ) -> tuple[torch.Tensor, ...]:
         return self.call(*tensors, out=out)
-
-
-class ResultPool:
-    """Tensors a graph writes its unbuffered results into, one per result index.
-
-    A result handed to the caller is reused at the next call once nothing else refers
-    to it or to its memory (no name, no view, no numpy array): the common loop
-    `logits = run(x)` then writes into memory that is already mapped, instead of
-    faulting in 25 MB of fresh pages (about 7 ms for GPT-2's logits) at every call.
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[torch.Tensor, int, int, int]] = {}
-        """Per index: (tensor, its storage's handle, its reference and storage use
-        counts while only the pool holds it)."""
-
-    def take(self, index: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        entry = self._entries.get(index)
-        if entry is not None:
-            tensor, storage, references, uses = entry
-            if (
-                uses >= 0
-                and sys.getrefcount(tensor) == references
-                and _storage_uses(storage) == uses
-                and tensor.shape == tuple(shape)
-                and tensor.dtype == dtype
-            ):
-                return tensor
-        tensor = torch.empty(tuple(shape), dtype=dtype)
-        storage = tensor.untyped_storage()._cdata
-        # The idle counts are taken as `take` sees them: the pool's entry and a local.
-        self._entries[index] = (tensor, storage, 0, 0)
-        references = sys.getrefcount(tensor)
-        uses = _storage_uses(storage)
-        self._entries[index] = (tensor, storage, references, uses)
-        return tensor
-
-
-def _storage_uses(storage: int) -> int:
-    """How many tensors and views share a storage (-1 where torch cannot say)."""
-    use_count = getattr(torch._C, "_storage_Use_Count", None)
-    return use_count(storage) if use_count is not None else -1
-
-
-def _copy_out(value: torch.Tensor, dtype: torch.dtype, target: torch.Tensor | None) -> torch.Tensor:
-    if target is not None and target.shape == value.shape and target.dtype == dtype:
-        return target.copy_(value)
-    return value.to(dtype, copy=True)
 
 
 def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSAValue]]:
@@ -697,11 +314,7 @@ def _cache_key(
         where.update({r: (j, k) for k, r in enumerate(op.results)})
     return (
         precision,
-        os.environ.get("NNFACTORY_SNIPPETS_MODE"),
-        os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
-        _LINEAR_KERNELS.get(),
-        _INT8_KERNELS.get(),
-        _SNIPPETS.get(),
+        choices_key(),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -719,162 +332,6 @@ class GraphTrace(Protocol):
     def lowering(self, op: Operation) -> None:
         """The builder's next calls lower `op`."""
         ...
-
-
-def snippets_mode(ops: Sequence[Operation], measured: bool = True) -> str:
-    """How OpenVINO's CPU plugin may use snippets (JIT-fused subgraphs) for this graph:
-    NNFACTORY_SNIPPETS_MODE where the user set it, else what the host profile measured
-    for a graph of its rows (`snippets_by_rows`; `measured` False for graphs that are
-    not fp32 throughout, which the profile did not time), else `DISABLE`.
-
-    Snippets fuse MatMul-Softmax-MatMul(-Transpose) into one MHA kernel and runs of
-    elementwise ops into one loop, and in 2024.4 the MHA kernel computes garbage when
-    the heads and sequence dims are equal (found by `forge fuzz-models`;
-    test_nnfactory_graph has the cases): such graphs are always compiled without
-    snippets, whatever the variable or the profile says. They cost compile time (GPT-2's
-    graph 0.73 -> 0.83 s on an AMD EPYC Zen 3) and pay off on some hosts and row counts
-    only, so the profile decides.
-    """
-    for op in ops:
-        if not isinstance(op, npu.SDPAOp | npu.MatmulOp):
-            continue
-        for value in [*op.operands, *op.results]:
-            shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
-            if len(shape) >= 4 and shape[-3] == shape[-2]:
-                return "DISABLE"
-    if "NNFACTORY_SNIPPETS_MODE" in os.environ:
-        return os.environ["NNFACTORY_SNIPPETS_MODE"]
-    rule = _SNIPPETS.get() if measured else ()
-    rows = [linear_rows(op) for op in ops if isinstance(op, npu.WEIGHTED_LINEAR_OPS)]
-    if not rule or not rows:
-        return "DISABLE"
-    return "ENABLE" if _nearest(rule, max(rows)) else "DISABLE"
-
-
-SnippetsRule = tuple[tuple[int, bool], ...]
-"""(rows, snippets on) per measured row count (`forge.transforms.host_profile.
-KernelTiming.snippets`): an fp32 graph whose largest linear has the nearest row count
-(log scale) compiles with OpenVINO's snippets on or off; none measured: off."""
-
-_SNIPPETS: contextvars.ContextVar[SnippetsRule] = contextvars.ContextVar("snippets", default=())
-
-
-@contextlib.contextmanager
-def snippets_by_rows(rule: SnippetsRule) -> Iterator[None]:
-    """Graphs compiled inside use OpenVINO's snippets where `rule` says so for their
-    rows (`snippets_mode`)."""
-    token = _SNIPPETS.set(tuple(rule))
-    try:
-        yield
-    finally:
-        _SNIPPETS.reset(token)
-
-
-@contextlib.contextmanager
-def host_choices(profile: HostProfile | None) -> Iterator[None]:
-    """Graphs built inside follow `profile`'s measured choices: the fp32 and int8
-    linears' kernel forms (`linear_kernels`) and OpenVINO's snippets
-    (`snippets_by_rows`); with no profile, OpenVINO's own forms and no snippets."""
-    kernels = profile.kernel_rule() if profile else ()
-    int8 = profile.int8_kernel_rule() if profile else ()
-    snippets = profile.snippets_rule() if profile else ()
-    with linear_kernels(kernels, int8=int8), snippets_by_rows(snippets):
-        yield
-
-
-def _nearest(rule: Sequence[tuple[int, Any]], rows: int) -> Any:
-    """The value of `rule`'s entry whose row count is nearest `rows` (log scale)."""
-    bucket = min(rule, key=lambda entry: abs(math.log(max(rows, 1) / max(entry[0], 1))))
-    return bucket[1]
-
-
-@contextlib.contextmanager
-def _nnfactory_env(name: str, value: str) -> Iterator[None]:
-    """`name` set to `value` while graphs compile: NNFactory's build reads its settings
-    (NNFACTORY_SNIPPETS_MODE, NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE) at every
-    compile."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
-
-
-def _snippets_mode(mode: str) -> contextlib.AbstractContextManager[None]:
-    return _nnfactory_env("NNFACTORY_SNIPPETS_MODE", mode)
-
-
-DYNAMIC_QUANTIZATION_GROUP = 32
-"""Activations per scale when OpenVINO quantizes them at run time (its CPU default)."""
-
-
-def dynamic_quantization(enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Graphs compiled inside quantize the activations of their int8-weight MatMuls to
-    int8 at run time, in groups of `DYNAMIC_QUANTIZATION_GROUP` (OpenVINO's dynamic
-    quantization: int8 x int8 products, about twice as fast as weight-only int8 for a
-    prompt here, and further from the fp32 logits); off (0) by default."""
-    group = DYNAMIC_QUANTIZATION_GROUP if enabled else 0
-    return _nnfactory_env("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", str(group))
-
-
-KernelRule = tuple[tuple[int, str], ...]
-"""(rows, kernel) per measured row count (`forge.transforms.host_profile.KernelTiming`),
-kernel one of `LINEAR_KERNELS`; a linear takes the nearest one's (log scale), none
-measured: "fused"."""
-
-LINEAR_KERNELS = ("fused", "apart", "onednn")
-"""How an fp32 linear reaches OpenVINO. "fused": as it is (OpenVINO fuses an activation
-into the FullyConnected, which then runs oneDNN's kernel; a plain linear runs MLAS).
-"apart": activations kept out of the FullyConnected, so every linear runs MLAS.
-"onednn": activations fused and every plain linear given an exact post-op, so every
-linear runs oneDNN's kernel."""
-
-_LINEAR_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
-    "linear_kernels", default=()
-)
-
-
-_INT8_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
-    "int8_linear_kernels", default=()
-)
-
-INT8_KERNELS = ("fused", "apart")
-"""How an int8-weight linear with an activation reaches OpenVINO (its kernel is oneDNN's
-either way): the activation fused into the FullyConnected, or computed after it."""
-
-
-@contextlib.contextmanager
-def linear_kernels(rule: KernelRule, int8: KernelRule = ()) -> Iterator[None]:
-    """Graphs built inside lower each fp32 linear for the kernel `rule` gives its row
-    count (`LINEAR_KERNELS`), and each int8-weight linear for the form `int8` gives it
-    (`INT8_KERNELS`).
-
-    A FullyConnected with a post-op (a fused activation) cannot take OpenVINO's MLAS
-    kernel: with fp32 weights it runs oneDNN's brgemm/brgconv instead. Which wins
-    depends on the host and the rows: on an AMD EPYC Zen 4 (2 cores) MLAS reads a
-    one-row (decode) product's weights about 20% faster (12 GPT-2 MLPs 8.5 -> 7.0 ms),
-    and oneDNN computes a 100-row (prompt) product about 12% faster (24 GPT-2 linears
-    55.0 -> 48.4 ms). `forge doctor --profile` measures it."""
-    unknown = [kernel for _rows, kernel in rule if kernel not in LINEAR_KERNELS]
-    unknown += [kernel for _rows, kernel in int8 if kernel not in INT8_KERNELS]
-    if unknown:
-        raise ForgeError(f"unknown linear kernel(s) {', '.join(unknown)}")
-    token = _LINEAR_KERNELS.set(tuple(rule))
-    int8_token = _INT8_KERNELS.set(tuple(int8))
-    try:
-        yield
-    finally:
-        _INT8_KERNELS.reset(int8_token)
-        _LINEAR_KERNELS.reset(token)
-
-
-def linear_kernel(rule: KernelRule, rows: int) -> str:
-    """`rule`'s kernel for a product of `rows` rows: the nearest measured row count's."""
-    return _nearest(rule, rows) if rule else "fused"
 
 
 def _compile(
@@ -920,7 +377,7 @@ def _compile(
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
     builder.factory.output_nodes = [nodes[address] for address in results]
     fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
-    with _snippets_mode(snippets_mode(ops, measured=fp32)):
+    with snippets_env(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
     return CompiledGraph(
         factory, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
@@ -960,10 +417,6 @@ def numpy_dtype(value: SSAValue, float_dtype: type[np.floating]) -> np.dtype:
         if width in (8, 16, 32, 64):
             return np.dtype(f"int{width}")
     raise NoNpuLowering(f"no NNFactory dtype for element type {element}")
-
-
-def _torch_for_numpy(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
 def _int(attr: IntegerAttr) -> int:
@@ -1265,13 +718,7 @@ def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLi
     storage = b.storages.get(op.weight, "float")
     if b.float_dtype is not np.float32 or storage not in ("float", "int8"):
         return "fused"
-    rule = _LINEAR_KERNELS.get() if storage == "float" else _INT8_KERNELS.get()
-    return linear_kernel(rule, linear_rows(op))
-
-
-def linear_rows(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
-    """The rows of a linear's product (its input's dims but the last)."""
-    return math.prod(_shape(op.input)[:-1])
+    return linear_kernel(kernel_rule(storage), linear_rows(op))
 
 
 def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:
@@ -1429,21 +876,13 @@ def resolve_lowering(lowering: Lowering) -> LoweringFunction:
 
 
 __all__ = [
-    "INT8_KERNELS",
-    "LINEAR_KERNELS",
     "STATS",
     "CacheStats",
+    "GraphBuilder",
     "NoNpuLowering",
     "Segment",
-    "SnippetsRule",
     "build_segment",
     "clear_cache",
-    "dynamic_quantization",
-    "host_choices",
-    "linear_kernel",
-    "linear_kernels",
-    "linear_rows",
+    "graph_input",
     "segment_boundary",
-    "snippets_by_rows",
-    "snippets_mode",
 ]

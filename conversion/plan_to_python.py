@@ -13,7 +13,7 @@ program is recorded, not re-derived, so it cannot drift from the executor:
   is printed as a `weight_arrays(W["name"], ...)` call on the real weight;
 * each CPU step runs its `cpu_kernel` on meta tensors under a `TorchFunctionMode`
   that records the ATen calls it makes;
-* each segment is called through `nnfactory_graph.GraphCall`, the object the
+* each segment is called through `graph_call.GraphCall`, the object the
   executor's `Segment` calls, and the arena buffers the comments name come from
   `segments.arena_layout`, by which the executor binds them.
 
@@ -46,16 +46,15 @@ from xdsl.dialects.builtin import FileLineColLoc, IntegerAttr, ModuleOp, StringA
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
-from forge.conversion import nnfactory_graph
+from forge.conversion import kernel_choice, nnfactory_graph
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
+from forge.conversion.graph_call import GraphCall, GraphInput
+from forge.conversion.kernel_choice import host_choices
 from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import (
-    GraphCall,
-    GraphInput,
     NoNpuLowering,
     Segment,
     build_segment,
-    host_choices,
     segment_boundary,
 )
 from forge.conversion.segments import (
@@ -96,7 +95,7 @@ INLINE_ELEMENTS = 16
 
 
 # ------------------------------------------------------------ runtime helpers
-# The printed program calls these and, for each segment, `nnfactory_graph.GraphCall`:
+# The printed program calls these and, for each segment, `graph_call.GraphCall`:
 # the very object `Segment.__call__` delegates to.
 
 
@@ -436,7 +435,7 @@ class SegmentTrace:
 def compile_with_snippets(factory: Any, mode: str) -> None:
     """`factory.compile()` with OpenVINO's snippets `mode`, as `compile_model` compiled
     the graph (printed programs call it where the host profile turned snippets on)."""
-    with nnfactory_graph._snippets_mode(mode):
+    with kernel_choice.snippets_env(mode):
         factory.compile()
 
 
@@ -828,7 +827,7 @@ def plan_to_python(
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
         imports.append("from forge.conversion.cpu_kernels import PackedLinear")
-    imports.append("from forge.conversion.nnfactory_graph import GraphCall, GraphInput")
+    imports.append("from forge.conversion.graph_call import GraphCall, GraphInput")
     imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
     if segments:
         imports += [

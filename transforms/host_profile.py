@@ -79,7 +79,7 @@ class OpTiming:
 @dataclass(frozen=True)
 class KernelTiming:
     """A linear + activation MLP in one NNFactory graph in each form of
-    `forge.conversion.nnfactory_graph.LINEAR_KERNELS`, at one row count: "fused"
+    `forge.conversion.kernel_choice.LINEAR_KERNELS`, at one row count: "fused"
     (OpenVINO's own), "apart" (every linear on MLAS), "onednn" (every linear on
     oneDNN); None where a profile did not measure it."""
 
@@ -222,17 +222,17 @@ class HostProfile:
 
     def kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, kernel) per measured row count, as conversion reads it
-        (`forge.conversion.nnfactory_graph.linear_kernels`)."""
+        (`forge.conversion.kernel_choice.linear_kernels`)."""
         return tuple((k.rows, k.kernel) for k in self.kernels)
 
     def int8_kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, kernel) per measured row count for int8-weight linears
-        (`forge.conversion.nnfactory_graph.linear_kernels`' `int8`)."""
+        (`forge.conversion.kernel_choice.linear_kernels`' `int8`)."""
         return tuple((k.rows, k.int8_kernel) for k in self.kernels)
 
     def snippets_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, snippets on) per measured row count, as conversion reads it
-        (`forge.conversion.nnfactory_graph.snippets_by_rows`)."""
+        (`forge.conversion.kernel_choice.snippets_by_rows`)."""
         return tuple((k.rows, k.snippets) for k in self.kernels)
 
     def linear_estimate(

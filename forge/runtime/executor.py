@@ -40,16 +40,14 @@ from forge.conversion.cpu_kernels import (
     packed_linear_kernel,
     wants_threads,
 )
-from forge.conversion.nnfactory_graph import (
-    GraphCall,
-    NoNpuLowering,
-    Segment,
-    build_segment,
+from forge.conversion.graph_call import GraphCall
+from forge.conversion.kernel_choice import (
     dynamic_quantization,
     host_choices,
     linear_kernel,
     linear_rows,
 )
+from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
 from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
@@ -691,7 +689,7 @@ def compile_model(
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
     `dynamic_quantized` (int8 only) also quantizes the activations of the int8 MatMuls
-    at run time (`forge.conversion.nnfactory_graph.dynamic_quantization`): faster where
+    at run time (`forge.conversion.kernel_choice.dynamic_quantization`): faster where
     the MatMuls are compute-bound (a prompt), no longer weight-only int8.
 
     `profile` is npu-place-devices' host profile (default: this host's, measured on

@@ -42,14 +42,14 @@ import torch
 from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
-from forge.conversion.nnfactory_backend import PACKAGE
-from forge.conversion.nnfactory_graph import (
+from forge.conversion.kernel_choice import (
     INT8_KERNELS,
     LINEAR_KERNELS,
-    build_segment,
     linear_kernels,
     snippets_by_rows,
 )
+from forge.conversion.nnfactory_backend import PACKAGE
+from forge.conversion.nnfactory_graph import build_segment
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module

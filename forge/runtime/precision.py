@@ -27,7 +27,7 @@ import torch
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from forge.conversion.nnfactory_graph import quantize_int8
+from forge.conversion.graph_call import quantize_int8
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function

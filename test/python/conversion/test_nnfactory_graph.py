@@ -18,14 +18,13 @@ from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
+from forge.conversion.graph_call import quantize_int8
+from forge.conversion.kernel_choice import linear_kernel, linear_kernels
 from forge.conversion.nnfactory_graph import (
     STATS,
     NoNpuLowering,
     Segment,
     build_segment,
-    linear_kernel,
-    linear_kernels,
-    quantize_int8,
     segment_boundary,
 )
 from forge.devtools.numerics import compare
@@ -731,7 +730,7 @@ def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
 
 
 def test_result_pool_reuses_only_what_nobody_holds() -> None:
-    from forge.conversion.nnfactory_graph import ResultPool
+    from forge.conversion.graph_call import ResultPool
 
     pool = ResultPool()
     first = pool.take(0, (4,), torch.float32)
@@ -768,7 +767,7 @@ def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
 
 
 def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() -> None:
-    from forge.conversion.nnfactory_graph import snippets_mode
+    from forge.conversion.kernel_choice import snippets_mode
 
     def ops_of(shape: str) -> list[Operation]:
         t = T(shape)
@@ -796,7 +795,7 @@ def test_snippets_follow_the_measured_rule_by_rows() -> None:
     """Without the variable, a graph's snippets are what the host profile measured for
     the row count nearest its largest linear's; off for graphs the profile did not time
     (not fp32 throughout), for graphs without a linear, and with no rule."""
-    from forge.conversion.nnfactory_graph import snippets_by_rows, snippets_mode
+    from forge.conversion.kernel_choice import snippets_by_rows, snippets_mode
 
     def linear_of(rows: int) -> list[Operation]:
         x, w, y = T(f"{rows}x8"), T("4x8"), T(f"{rows}x4")

@@ -15,8 +15,8 @@ from conftest import CPU_PROFILE, TinyModel, load_tiny
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
+from forge.conversion.graph_call import GraphCall
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
-from forge.conversion.nnfactory_graph import GraphCall
 from forge.conversion.plan_to_python import plan_to_python
 from forge.conversion.segments import GRANULARITIES, arena_layout
 from forge.diagnostics import ForgeError
@@ -262,7 +262,7 @@ def test_program_imports_the_runtime_graph_call() -> None:
     module = tiny.fresh_module()
     plan(module)
     source = plan_to_python(module)
-    assert "from forge.conversion.nnfactory_graph import GraphCall, GraphInput" in source
+    assert "from forge.conversion.graph_call import GraphCall, GraphInput" in source
     assert "from forge.conversion.plan_to_python import strided_slice" in source
 
 

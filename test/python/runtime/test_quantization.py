@@ -10,7 +10,8 @@ from conftest import load_tiny
 from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import VerifyException
 
-from forge.conversion.nnfactory_graph import graph_input, quantize_int8
+from forge.conversion.graph_call import quantize_int8
+from forge.conversion.nnfactory_graph import graph_input
 from forge.devtools.numerics import agreement, eager_outputs
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
@@ -123,7 +124,7 @@ def test_dynamic_quantization_compiles_its_own_graphs_and_stays_close() -> None:
     weight-only ones (the setting is part of the graph cache's key), and the int8 model
     with its activations quantized at run time stays close to eager."""
     from forge.conversion import nnfactory_graph
-    from forge.conversion.nnfactory_graph import dynamic_quantization
+    from forge.conversion.kernel_choice import dynamic_quantization
 
     run_tiny("gpt2", "int8")  # the weight-only graphs are in the cache now
     before = nnfactory_graph.STATS.compiles
