@@ -137,10 +137,14 @@ class KernelTiming:
         return self.snippets_ms < self.snippets_baseline_ms * (1 - SNIPPETS_MARGIN)
 
 
-KERNEL_MARGIN = 0.05
+KERNEL_MARGIN = 0.03
 """How much faster another kernel must measure than OpenVINO's own choice: the graphs
 differ in kernels only, so noise matters less than for a device move (`MARGIN`), but a
-tie keeps the form OpenVINO chose."""
+tie keeps the form OpenVINO chose. The suite's MLPs show less of a form's gain than a
+whole model does: on an AMD EPYC Zen 3 the 128-row suite measured `apart` 3.9% faster
+(15.06 against 15.67 ms), under the 5% this margin was, and GPT-2's forward with
+`apart` then ran 1.16x faster than OpenVINO's own form in every one of 15 rounds
+(`forge bench gpt2`, docs/cost-model.md); with `fused` it was level with it (1.01x)."""
 
 
 INT8_KERNEL_MARGIN = 0.015
