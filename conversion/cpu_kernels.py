@@ -310,14 +310,15 @@ def cache_updates_kernel(dim: int) -> Kernel:
 
     def run(positions: torch.Tensor, *pairs: torch.Tensor) -> Any:
         caches, updates = pairs[0::2], pairs[1::2]
-        block = views.block(positions, caches, updates) if len(caches) > 1 else None
-        if block is not None:
-            block[0].copy_(block[1])
-            return caches
-        rows = views.at(positions, caches, updates) if len(caches) > 1 else None
-        if rows is not None:
-            torch._foreach_copy_(rows, list(updates))
-            return caches
+        if len(caches) > 1:
+            block = views.block(positions, caches, updates)
+            if block is not None:
+                block[0].copy_(block[1])
+                return caches
+            rows = views.at(positions, caches, updates)
+            if rows is not None:
+                torch._foreach_copy_(rows, list(updates))
+                return caches
         for cache, update in zip(caches, updates, strict=True):
             cache.index_copy_(dim, positions, update)
         return caches if len(caches) > 1 else caches[0]  # one output: the value itself

@@ -66,6 +66,7 @@ class StaticCacheLM(torch.nn.Module):
         layers = self.static_cache.layers
         self.num_layers = len(layers)
         self.cache_stack: torch.Tensor | None = None
+        """The tensor all keys and values are slices of (None when they are apart)."""
         self.conv = [i for i, layer in enumerate(layers) if isinstance(layer, ConvHistoryLayer)]
         self.attention = [i for i in range(self.num_layers) if i not in self.conv]
         self.attention_layers = len(self.attention)
@@ -128,7 +129,6 @@ class StaticCacheLM(torch.nn.Module):
         for k, (layer, attribute, _) in enumerate(caches):
             setattr(layer, attribute, stack[k : k + 1])
         self.cache_stack = stack
-        """The tensor all keys and values are slices of (None when they are apart)."""
 
     def cache_buffers(self) -> list[torch.Tensor]:
         """The cache state: every attention layer's keys and values, every conv layer's

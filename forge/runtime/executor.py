@@ -24,6 +24,7 @@ import os
 import resource
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -363,12 +364,8 @@ class CompiledNPUExecutor:
         that are slices of one tensor it writes them in one strided copy
         (`cache_updates_kernel`). Only rows nothing else reads: no other step, no
         function result, no arena buffer. Returns how many rows were pinned."""
-        uses: dict[int, int] = {}
-        for step in self._steps:
-            for slot in step.inputs:
-                uses[slot] = uses.get(slot, 0) + 1
-        for slot in (*self._results, *(r for r, _ in self._write_slots)):
-            uses[slot] = uses.get(slot, 0) + 1
+        uses = Counter(slot for step in self._steps for slot in step.inputs)
+        uses.update((*self._results, *(r for r, _ in self._write_slots)))
         producers = {
             slot: (position, index)
             for position, step in enumerate(self._steps)
@@ -376,7 +373,7 @@ class CompiledNPUExecutor:
             for index, slot in enumerate(step.outputs)
         }
         pinned = 0
-        for step in list(self._steps):
+        for step in self._steps:  # entries are replaced in place, never added
             if step.cache_updates is None or step.tabled:
                 continue
             rows = step.inputs[2::2]
@@ -541,13 +538,12 @@ def _static_traffic(segment: Segment, state_inputs: Sequence[int]) -> tuple[int,
     or None where a bound input or an output has a dynamic shape."""
     if not all(isinstance(v.type, TensorType) for v in [*segment.inputs, *segment.outputs]):
         return None
-    bound = [byte_size(segment.inputs[i].type) for i in segment.bound]
-    state = [byte_size(segment.inputs[i].type) for i in state_inputs]
+    bound = {i: byte_size(segment.inputs[i].type) for i in segment.bound}
     out = [byte_size(v.type) for v in segment.outputs]
-    sizes = [*bound, *state, *out]
-    if any(size is None for size in sizes):
+    if None in bound.values() or None in out:  # state inputs are bound inputs
         return None
-    return sum(bound), sum(state), sum(out)  # type: ignore[arg-type]
+    state = sum(bound[i] for i in state_inputs)  # type: ignore[misc]
+    return sum(bound.values()), state, sum(out)  # type: ignore[arg-type]
 
 
 def _store(value: Any, target: torch.Tensor | None) -> Any:
