@@ -357,3 +357,19 @@ def test_real_profile_measures_this_host(real: dict[str, Any]) -> None:
         assert real["settings"]["openvino_threads_decision"] in ("all", "1")
     else:
         assert "openvino_threads_decision" not in real["settings"]
+
+
+def test_budget_shortens_rounds_that_start_late() -> None:
+    now = time.perf_counter()
+    assert host_profile._Budget(now + 100.0).seconds(2.0, 0.4) == 2.0  # early: nominal
+    assert 0.9 < host_profile._Budget(now + 10.0).seconds(2.0, 0.1) <= 1.0  # a share
+    assert host_profile._Budget(now - 1.0).seconds(2.0, 0.4) == 0.0  # late: MIN_ROUNDS only
+
+
+def test_rounds_run_at_least_min_rounds_when_out_of_time() -> None:
+    calls: list[str] = []
+    pairs = {"a": (lambda: calls.append("npu"), lambda: calls.append("cpu"))}
+    times = host_profile._rounds(pairs, 0.0)
+    # One warm-up per side, then per round one untimed opener and one timed call per side.
+    assert calls.count("npu") == 1 + 2 * host_profile.MIN_ROUNDS
+    assert all(ms >= 0 for ms in times["a"])
