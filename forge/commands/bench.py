@@ -82,6 +82,13 @@ def add_parser(sub: Any) -> None:
     )
     generate.add_argument("--seed", type=int, default=0, help="random prompt seed (default 0)")
     generate.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="fresh processes per row, one after another, each timed for --rounds rounds "
+        "(default 1): two processes of one program can differ by 20-40%%",
+    )
+    generate.add_argument(
         "--genai-python",
         help="python of the OpenVINO GenAI venv (default $FORGE_GENAI_PYTHON, else "
         "build/venv-genai/bin/python)",
@@ -141,6 +148,7 @@ def _run_generate(ns: argparse.Namespace) -> int:
         rounds=3 if ns.rounds is None else ns.rounds,
         threads=ns.threads or os.cpu_count() or 1,
         prompt_capacity=ns.prompt_capacity,
+        processes=ns.processes,
     )
     report = run_generate_bench(
         spec,

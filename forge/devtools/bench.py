@@ -91,6 +91,8 @@ class BackendResult:
     """The backend's library and version, as its child imported it ("OpenVINO 2026.4.1")."""
     round_ms: list[float] = field(default_factory=list)
     """The mean of each round's batch of timed calls, in round order."""
+    process_ms: list[float] = field(default_factory=list)
+    """The mean of its rounds in each fresh process it was timed in (`compile_repeats`)."""
     group: int = 0
     """The memory group it was timed in: backends of one group alternated round by round."""
     peak_rss_compile: int = 0
@@ -604,6 +606,7 @@ class BenchReport:
             },
             "latency_ms": {name: r.latency_ms for name, r in ran.items()},
             "latency_round_ms": {name: r.round_ms for name, r in ran.items()},
+            "latency_process_ms": {name: r.process_ms for name, r in ran.items()},
             "numerics": {
                 name: {"max_abs": r.max_abs, "kl": r.kl, "top1": r.top1} for name, r in ran.items()
             },
@@ -667,6 +670,14 @@ class BenchReport:
                 "where Forge was faster):",
                 *paired,
             ]
+        processes = [
+            f"  {self.label(n):<26}" + " / ".join(f"{ms:.2f}" for ms in r.process_ms)
+            for n, r in self.results.items()
+            if not r.skipped and len(r.process_ms) > 1
+        ]
+        if processes:
+            lines += ["per process (mean of the rounds each fresh process was timed in, ms):"]
+            lines += processes
         lines += self._memory_lines()
         lines += ["", "numerics vs eager (logits)      max-abs          KL    top-1"]
         for name, r in self.results.items():
@@ -826,23 +837,28 @@ def _bench_group(
     rounds: int,
     compile_repeats: int,
 ) -> None:
-    """Compile `group` (`compile_repeats` fresh processes each, interleaved; the last one
-    of each backend is kept), time the kept children in interleaved rounds, stop them."""
+    """Compile `group` in `compile_repeats` fresh processes per backend, one set after
+    another (each backend's previous child stopped first), and time every set: the
+    `rounds` interleaved rounds are shared out among the sets, so that latency, like
+    the compile, is not one process's draw (two fresh processes of one program can run
+    its graphs 20-40% apart on a VM)."""
     results = report.results
-    children: dict[str, _Child] = {}
     compiles: dict[str, list[tuple[float, float]]] = {}
-    try:
-        for r in range(compile_repeats):
+    times: dict[str, list[float]] = {}
+    round_ms: dict[str, list[float]] = {}
+    process_ms: dict[str, list[float]] = {}
+    peaks: dict[str, int] = {}
+    runs = report.runs
+    rounds = max(1, min(rounds, runs))
+    done = 0
+    for r in range(compile_repeats):
+        children: dict[str, _Child] = {}
+        try:
             for backend in rotated(group, r):
                 if backend in results and results[backend].skipped:
                     continue
                 if progress is not None:
                     progress(f"compiling {backend} ({r + 1}/{compile_repeats}) ...")
-                # One child per backend at a time: the previous one goes before the next
-                # starts, so memory holds at most one of each (what `fits` assumed).
-                stale = children.pop(backend, None)
-                if stale is not None:
-                    stale.close()
                 child = _Child(
                     backend,
                     report.model,
@@ -861,36 +877,47 @@ def _bench_group(
                 if ready is not None and first is not None:
                     compiles.setdefault(backend, []).append((ready, first))
                 children[backend] = child
-        for backend, samples in compiles.items():
-            result = results[backend]
-            if result.skipped:
-                continue
+            share = rounds // compile_repeats + (1 if r < rounds % compile_repeats else 0)
+            if progress is not None and children and share:
+                progress(
+                    f"timing {len(children)} backend(s): {share} of {rounds} round(s) in "
+                    f"process set {r + 1}/{compile_repeats} ..."
+                )
+            for k in range(done, done + share):
+                batch = runs // rounds + (1 if k < runs % rounds else 0)
+                for name in rotated(list(children), k):
+                    settle(len(children))
+                    measured = children[name].run(batch)
+                    if measured is None:
+                        results[name].skipped = f"failed while timing: {children[name].error}"
+                        children.pop(name).close()
+                        continue
+                    times.setdefault(name, []).extend(measured)
+                    mean = float(np.mean(measured)) if measured else 0.0
+                    round_ms.setdefault(name, []).append(mean)
+            done += share
+            for name, child in children.items():
+                peaks[name] = max(peaks.get(name, 0), child.peak_rss)
+                own = round_ms.get(name, [])[-share:] if share else []
+                if own:
+                    process_ms.setdefault(name, []).append(float(np.mean(own)))
+        finally:
+            for child in children.values():
+                child.close()
+    for backend in group:
+        result = results.get(backend)
+        if result is None or result.skipped:
+            continue
+        samples = compiles.get(backend, [])
+        if samples:
             result.ready_seconds = _median([ready for ready, _ in samples])
             result.first_output_seconds = _median([first for _, first in samples])
             result.compile_samples = [ready for ready, _ in samples]
-        times: dict[str, list[float]] = {name: [] for name in children}
-        runs = report.runs
-        rounds = max(1, min(rounds, runs))
-        if progress is not None and children:
-            progress(f"timing {len(children)} backend(s): {runs} runs each in {rounds} rounds ...")
-        for r in range(rounds):
-            share = runs // rounds + (1 if r < runs % rounds else 0)
-            for name in rotated(list(children), r):
-                settle(len(children))
-                measured = children[name].run(share)
-                if measured is None:
-                    results[name].skipped = f"failed while timing: {children[name].error}"
-                    children.pop(name).close()
-                    times.pop(name)
-                    continue
-                times[name].extend(measured)
-                results[name].round_ms.append(float(np.mean(measured)) if measured else 0.0)
-        for name, measured in times.items():
-            results[name].latency_ms = summarize(measured)
-            results[name].peak_rss = children[name].peak_rss
-    finally:
-        for child in children.values():
-            child.close()
+        if backend in times:
+            result.latency_ms = summarize(times[backend])
+            result.round_ms = round_ms[backend]
+            result.process_ms = process_ms.get(backend, [])
+            result.peak_rss = peaks.get(backend, 0)
 
 
 MARKER = "FORGE-BENCH "

@@ -163,6 +163,8 @@ class GenerateSpec:
     threads: int = 1
     prompt_capacity: int | None = None
     """Forge's prefill size (default: the prompt's length, one prefill like HF's)."""
+    processes: int = 1
+    """Fresh children per row, one after another, each timed for `rounds` rounds."""
 
     @property
     def capacity(self) -> int:
@@ -192,6 +194,8 @@ class RowResult:
     """The child's peak resident bytes (compile and every generate call)."""
     group: int = 0
     """The memory group it ran in (`plan_rows`): rows of one group were interleaved."""
+    per_process: list[dict[str, float | None]] = field(default_factory=list)
+    """With several processes: each one's ready time and median TTFT and decode speed."""
 
     @property
     def ttft(self) -> float | None:
@@ -736,6 +740,58 @@ def run_group(
     start: Callable[[str], tuple[RowChild, RowResult]],
     progress: Callable[[str], None],
 ) -> dict[str, RowResult]:
+    """`run_processes` `spec.processes` times, one after another, merged: each row's
+    rounds in order, its ready time the median, each process's figures in
+    `per_process`. Two fresh processes of one program can run its graphs 20-40% apart
+    (where the memory behind its weights landed); one process per row makes a ratio
+    partly a draw, several show the spread."""
+    merged = run_processes(group, spec, start, progress)
+    if spec.processes <= 1:
+        return merged
+    runs = [merged]
+    for index in range(1, spec.processes):
+        progress(f"process {index + 1} of {spec.processes} for every row ...")
+        runs.append(run_processes(group, spec, start, progress))
+    results = {}
+    for row in group:
+        done = [run[row] for run in runs]
+        failed = next((r for r in done if r.skipped), None)
+        results[row] = failed if failed is not None else merge_processes(done)
+    return results
+
+
+def merge_processes(done: Sequence[RowResult]) -> RowResult:
+    """One row's results from several processes as one: rounds in order, ready time and
+    resident sizes over all of them, each process's own figures kept."""
+    first = done[0]
+    readies = [r.ready_seconds for r in done if r.ready_seconds is not None]
+    merged = RowResult(
+        first.backend,
+        version=first.version,
+        ready_seconds=statistics.median(readies) if readies else None,
+        ttft_ms=[t for r in done for t in r.ttft_ms],
+        decode_tps=[t for r in done for t in r.decode_tps],
+        tokens=first.tokens,
+        prompt=first.prompt,
+        detail=first.detail,
+        rss_ready=max(r.rss_ready for r in done),
+        peak_rss=max(r.peak_rss for r in done),
+        group=first.group,
+        per_process=[
+            {"ready_seconds": r.ready_seconds, "ttft_ms": r.ttft, "decode_tps": r.tps} for r in done
+        ],
+    )
+    if any(r.tokens != first.tokens for r in done):
+        merged.detail += "; the processes gave different tokens"
+    return merged
+
+
+def run_processes(
+    group: Sequence[str],
+    spec: GenerateSpec,
+    start: Callable[[str], tuple[RowChild, RowResult]],
+    progress: Callable[[str], None],
+) -> dict[str, RowResult]:
     """Start `group`'s rows one after the other (each compiles alone), then ask them for
     a warm-up and `spec.rounds` timed calls in interleaved rounds, then stop them."""
     results: dict[str, RowResult] = {}
@@ -860,7 +916,7 @@ class GenerateReport:
             f"prompt of {spec.prompt_len} seeded random tokens (seed {spec.seed}), "
             f"{spec.max_new_tokens} new tokens, greedy, fp32 activations, {spec.threads} thread(s)",
             f"CPU: {self.cpu}; load average {self.load[0]:.2f} before, {self.load[1]:.2f} after",
-            f"median of {spec.rounds} round(s) after 1 warm-up, the rows' calls interleaved "
+            f"median of {self._rounds_text()}, the rows' calls interleaved "
             "(A B C, B C A, ...); ratios: row / Forge "
             "(ready and TTFT: lower is better; tokens/s: higher is better)",
             *self.notes,
@@ -896,11 +952,34 @@ class GenerateReport:
                 "rounds where Forge was ahead):",
                 *paired,
             ]
+        processes = self.process_lines()
+        if processes:
+            lines += ["", "per process (median of its rounds): TTFT ms; decode tok/s", *processes]
         details = [(n, r.detail) for n, r in self.results.items() if r.detail and not r.skipped]
         if details:
             lines.append("")
             lines += [f"  {ROWS[n].label}: {d}" for n, d in details]
         return "\n".join(lines)
+
+    def _rounds_text(self) -> str:
+        rounds = self.spec.rounds
+        if self.spec.processes <= 1:
+            return f"{rounds} round(s) after 1 warm-up"
+        return (
+            f"{rounds * self.spec.processes} round(s): {self.spec.processes} fresh processes per "
+            f"row, one after another, each {rounds} round(s) after 1 warm-up"
+        )
+
+    def process_lines(self) -> list[str]:
+        """Each row's figures process by process, where it ran in several."""
+        lines = []
+        for name, result in self.results.items():
+            if result.skipped or len(result.per_process) < 2:
+                continue
+            ttft = " / ".join(_figure(p["ttft_ms"], ".1f") for p in result.per_process)
+            tps = " / ".join(_figure(p["decode_tps"], ".1f") for p in result.per_process)
+            lines.append(f"    {ROWS[name].label:<28}TTFT {ttft}; decode {tps}")
+        return lines
 
     def counterpart(self, row: str) -> RowResult | None:
         """The Forge row an OpenVINO GenAI row is compared with round by round (the same
@@ -938,6 +1017,10 @@ class GenerateReport:
         return lines
 
 
+def _figure(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
 def _cell(value: float | None, fmt: str, width: int) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
 
@@ -966,6 +1049,8 @@ def run_generate_bench(
         raise ForgeError(f"unknown --generate backend(s): {', '.join(unknown)} (known: {known})")
     if spec.rounds < 1:
         raise ForgeError(f"--rounds must be at least 1, got {spec.rounds}")
+    if spec.processes < 1:
+        raise ForgeError(f"--processes must be at least 1, got {spec.processes}")
     if spec.prompt_len < 1:
         raise ForgeError(f"--prompt-len must be at least 1, got {spec.prompt_len}")
     if spec.max_new_tokens < 2:

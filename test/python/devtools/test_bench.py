@@ -295,6 +295,18 @@ def test_rounds_are_set_side_by_side_with_forges(report: BenchReport) -> None:
     assert json.loads(json.dumps(report.to_json()))["latency_round_ms"]["eager"] == eager.round_ms
 
 
+def test_latency_is_timed_in_every_fresh_process(report: BenchReport) -> None:
+    # 3 compile repeats, 2 rounds: the first two processes of each backend time one round
+    # each, the third only compiles.
+    forge = report.ran("forge")
+    assert forge is not None and len(forge.compile_samples) == 3
+    assert len(forge.process_ms) == 2 and forge.process_ms == forge.round_ms
+    text = report.format()
+    assert "per process (mean of the rounds each fresh process was timed in, ms):" in text
+    saved = json.loads(json.dumps(report.to_json()))
+    assert saved["latency_process_ms"]["forge"] == forge.process_ms
+
+
 def _timed(name: str, rounds: list[float], group: int = 0) -> BackendResult:
     latency = {"mean": 1.0, "p50": 1.0, "p99": 1.0}
     return BackendResult(name, latency_ms=latency, round_ms=rounds, group=group)

@@ -199,6 +199,47 @@ def test_rows_generate_in_interleaved_rounds() -> None:
         assert results[row].tokens == [1, 2]
 
 
+def test_several_processes_per_row_run_one_after_another_and_merge() -> None:
+    spec = GenerateSpec("gpt2", tiny=True, rounds=2, threads=1, processes=3)
+    started: list[str] = []
+    start = _fake_start({})
+
+    def counting(row: str) -> tuple[RowChild, RowResult]:
+        started.append(row)
+        return start(row)
+
+    results = run_group(["forge", "genai-fp32"], spec, counting, lambda _: None)
+    # a fresh child per row and process, the rows of a process started together
+    assert started == ["forge", "genai-fp32"] * 3
+    for row in ("forge", "genai-fp32"):
+        assert results[row].ttft_ms == [6.0, 7.0] * 3  # every process's rounds, in order
+        assert [p["ttft_ms"] for p in results[row].per_process] == [6.5] * 3
+    report = GenerateReport(spec, "cpu", results)
+    text = report.format()
+    assert "6 round(s): 3 fresh processes per row" in text
+    assert "TTFT 6.5 / 6.5 / 6.5; decode 100.0 / 100.0 / 100.0" in text
+    assert "decode 1.000x (1.000-1.000), Forge ahead in 0/6" in text
+
+
+def test_a_row_failing_in_a_later_process_is_reported_failed() -> None:
+    spec = GenerateSpec("gpt2", tiny=True, rounds=1, threads=1, processes=2)
+    starts = {"n": 0}
+    start_ok, start_failing = _fake_start({}), _fake_start({"eager": 1})
+
+    def second_fails(row: str) -> tuple[RowChild, RowResult]:
+        starts["n"] += 1
+        return (start_failing if starts["n"] > 2 else start_ok)(row)
+
+    results = run_group(["forge", "eager"], spec, second_fails, lambda _: None)
+    assert results["eager"].skipped == "failed while generating: generation broke"
+    assert results["forge"].ttft_ms == [6.0, 6.0] and not results["forge"].skipped
+
+
+def test_processes_must_be_at_least_one() -> None:
+    with pytest.raises(ForgeError, match="--processes must be at least 1"):
+        run_generate_bench(GenerateSpec("gpt2", tiny=True, processes=0), ["forge"])
+
+
 def test_a_row_that_dies_while_generating_says_why_and_the_others_go_on() -> None:
     spec = GenerateSpec("gpt2", tiny=True, rounds=2, threads=1)
     results = run_group(["forge", "eager"], spec, _fake_start({"eager": 1}), lambda _: None)
