@@ -17,6 +17,9 @@ program is recorded, not re-derived, so it cannot drift from the executor:
   executor's `Segment` calls, and the arena buffers the comments name come from
   `segments.arena_layout`, by which the executor binds them.
 
+The recording is `plan_trace`'s, the writing of values and names `plan_text`'s, and what
+the program imports besides NNFactory and `GraphCall` lives in `plan_runtime`.
+
 Executing the program (NNFactory and torch installed), calling `build(weights)` when
 the weights are constants (`weights_as="constants"`, the executor's default) and then
 `run` with the executor's inputs and weights gives the executor's outputs.
@@ -24,39 +27,30 @@ the weights are constants (`weights_as="constants"`, the executor's default) and
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import ctypes
-import importlib
 import itertools
-import keyword
-import os
-import re
-import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, IntegerAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
-from forge.conversion import kernel_choice, nnfactory_graph
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import host_choices
-from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import (
     NoNpuLowering,
     Segment,
     build_segment,
     segment_boundary,
 )
+from forge.conversion.plan_text import Names, describe, literal, tuple_text
+from forge.conversion.plan_trace import SegmentTrace, recording, run_recorded
 from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
@@ -73,465 +67,6 @@ from forge.dialects.shapes import DYNAMIC
 from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
 
-RESERVED = {
-    "torch",
-    "np",
-    "run",
-    "build",
-    "GraphCall",
-    "GraphInput",
-    "PackedLinear",
-    "strided_slice",
-    "unpack_array",
-    "weight_arrays",
-    "NNFactory",
-}
-"""Module-level names of the printed program, which argument names must not shadow."""
-
-_GENERATED = re.compile(r"(v|t|p|w|seg|build_seg|const_|pack)\d+")
-
-INLINE_ELEMENTS = 16
-"""Constants up to this many elements are printed as literals; larger ones packed."""
-
-
-# ------------------------------------------------------------ runtime helpers
-# The printed program calls these and, for each segment, `graph_call.GraphCall`:
-# the very object `Segment.__call__` delegates to.
-
-
-def weight_arrays(
-    tensor: torch.Tensor, dtype: Any, storage: str = "float", reduce_dim: int = 1
-) -> list[np.ndarray]:
-    """A weight as the graph stores it, by `GraphInput.arrays` itself: `[converted]`, or
-    `[int8, scale]` (storage int8, one scale per channel kept along `reduce_dim`)."""
-    return GraphInput(np.dtype(dtype), storage, reduce_dim).arrays(tensor)
-
-
-def strided_slice(
-    f: Any,
-    x: Any,
-    begin: Any,
-    end: Any,
-    stride: Any,
-    begin_mask: Sequence[int],
-    end_mask: Sequence[int],
-) -> Any:
-    """`GraphBuilder.slice`'s backend call: StridedSlice through the corrected binding
-    (`nnfactory_graph._strided_slice`), which `NNFactory` itself does not offer."""
-    begins = np.asarray(begin_mask, dtype=np.uint32)
-    ends = np.asarray(end_mask, dtype=np.uint32)
-    node = nnfactory_graph._strided_slice()(
-        f._mm, x.node, begin.node, end.node, stride.node, begins.size, begins, ends.size, ends
-    )
-    return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
-
-
-def unpack_array(data: str, dtype: Any, shape: Sequence[int]) -> np.ndarray:
-    """A constant too large to print as a literal (zlib-compressed, base64)."""
-    raw = zlib.decompress(base64.b64decode(data))
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-
-
-# -------------------------------------------------------------------- literals
-
-
-def _float(value: float) -> str:
-    if value != value:
-        return 'float("nan")'
-    if value in (float("inf"), float("-inf")):
-        return 'float("inf")' if value > 0 else '-float("inf")'
-    return repr(value)
-
-
-def _numpy_dtype(dtype: np.dtype) -> str:
-    return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
-
-
-def _pack(array: np.ndarray) -> str:
-    return base64.b64encode(zlib.compress(np.ascontiguousarray(array).tobytes(), 9)).decode()
-
-
-def _ndarray(array: np.ndarray) -> str:
-    dtype = _numpy_dtype(array.dtype)
-    flat = array.reshape(-1)
-    if array.ndim > 0 and flat.size > 1 and bool((flat == flat[0]).all()):
-        return f"np.full({list(array.shape)}, {literal(flat[0].item())}, dtype={dtype})"
-    if flat.size <= INLINE_ELEMENTS:
-        return f"np.array({literal(array.tolist())}, dtype={dtype})"
-    return f"unpack_array({_pack(array)!r}, {dtype}, {list(array.shape)})"
-
-
-def _tensor(tensor: torch.Tensor) -> str:
-    dtype = str(tensor.dtype)
-    flat = tensor.reshape(-1)
-    if tensor.dim() > 0 and flat.numel() > 1 and bool((flat == flat[0]).all()):
-        return f"torch.full({list(tensor.shape)}, {literal(flat[0].item())}, dtype={dtype})"
-    if flat.numel() <= INLINE_ELEMENTS or tensor.dtype == torch.bfloat16:
-        return f"torch.tensor({literal(tensor.tolist())}, dtype={dtype})"
-    array = tensor.numpy()
-    packed = f"unpack_array({_pack(array)!r}, {_numpy_dtype(array.dtype)}, {list(array.shape)})"
-    return f"torch.from_numpy({packed})"
-
-
-def literal(value: Any, name: Callable[[Any], str | None] = lambda _: None) -> str:
-    """`value` as Python source; `name` names the graph nodes and tensors it knows."""
-    known = name(value)
-    if known is not None:
-        return known
-    match value:
-        case None | bool() | str() | int():
-            return repr(value)
-        case float():
-            return _float(value)
-        case np.generic():
-            return literal(value.item())
-        case np.dtype():
-            return _numpy_dtype(value)
-        case type() if issubclass(value, np.generic):
-            return _numpy_dtype(np.dtype(value))
-        case torch.dtype() | torch.layout() | torch.memory_format():
-            return str(value)
-        case torch.device():
-            return f"torch.device({str(value)!r})"
-        case list():
-            return f"[{', '.join(literal(v, name) for v in value)}]"
-        case tuple():
-            items = [literal(v, name) for v in value]
-            return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-        case np.ndarray():
-            return _ndarray(value)
-        case torch.Tensor():
-            return _tensor(value)
-    raise ForgeError(f"cannot print a {type(value).__name__} in the plan")
-
-
-# ------------------------------------------------------------------- naming
-
-
-def describe(op: Operation) -> str:
-    """`%ctx = npu.sdpa @ line 22`: the op as a reader finds it in the source IR."""
-    opcode = getattr(op, "opcode", None) if op.name == "npu.generic" else None
-    opcode = opcode.data if isinstance(opcode, StringAttr) else opcode
-    what = f'{op.name} "{opcode}"' if isinstance(opcode, str) else op.name
-    location = op.location
-    if isinstance(location, FileLineColLoc):
-        what += f" @ line {location.line.data}"
-    names = [f"%{r.name_hint}" for r in op.results if r.name_hint]
-    return f"{', '.join(names)} = {what}" if names and len(names) == len(op.results) else what
-
-
-class Names:
-    """Python names of a function's values: arguments after their names (`c_attn.weight`
-    -> `c_attn_weight`), op results after their `vreg` (`v12`), as the planned IR shows."""
-
-    def __init__(self, function: func.FuncOp):
-        self.of: dict[SSAValue, str] = {}
-        taken = set(RESERVED)
-        for i, arg in enumerate(function.body.block.args):
-            self.of[arg] = self._identifier(arg.name_hint or f"arg{i}", taken)
-        ops = body_ops(function.body.block)
-        vregs = [op.attributes.get("vreg") for op in ops]
-        free = 1 + max((v.value.data for v in vregs if isinstance(v, IntegerAttr)), default=-1)
-        for op, vreg in zip(ops, vregs, strict=True):
-            if isinstance(vreg, IntegerAttr):
-                base = vreg.value.data
-            else:
-                base, free = free, free + len(op.results)
-            for k, result in enumerate(op.results):
-                name = f"v{base + k}"
-                while name in taken:  # vregs are unique in planned IR; be safe anyway
-                    name, free = f"v{free}", free + 1
-                taken.add(name)
-                self.of[result] = name
-
-    @staticmethod
-    def _identifier(hint: str, taken: set[str]) -> str:
-        name = re.sub(r"\W", "_", hint)
-        if not name or name[0].isdigit():
-            name = f"a_{name}"
-        while keyword.iskeyword(name) or name in taken or _GENERATED.fullmatch(name):
-            name += "_"
-        taken.add(name)
-        return name
-
-    def __call__(self, values: Sequence[SSAValue]) -> list[str]:
-        return [self.of[v] for v in values]
-
-
-# ------------------------------------------------------- recording a segment
-
-
-Line = tuple[str, str]
-"""(code, comment): either may be empty."""
-
-
-def _address(obj: Any) -> int | None:
-    """The native node behind an NNFactory `Tensor` or a raw node pointer."""
-    node = getattr(obj, "node", obj)
-    if not isinstance(node, ctypes._Pointer | ctypes.c_void_p):
-        return None
-    return ctypes.cast(node, ctypes.c_void_p).value
-
-
-class _FactoryProxy:
-    """Forwards everything to the real NNFactory and reports calls and assignments."""
-
-    __slots__ = ("_forge_factory", "_forge_trace")
-
-    def __init__(self, factory: Any, trace: SegmentTrace):
-        object.__setattr__(self, "_forge_factory", factory)
-        object.__setattr__(self, "_forge_trace", trace)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._forge_factory, name)
-        if name.startswith("__") or not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = attr(*args, **kwargs)
-            self._forge_trace.call(name, args, kwargs, result)
-            return result
-
-        return call
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._forge_factory, name, value)
-        self._forge_trace.assign(name, value)
-
-
-class SegmentTrace:
-    """A `GraphTrace`: the NNFactory calls of one segment's build, as Python lines.
-
-    `weight` names the weight a tensor the segment is built with stands for (weights
-    baked in as constants); the arrays made of it print as `weight_arrays(W[name], ...)`.
-    """
-
-    def __init__(self, inputs: Sequence[str], weight: Callable[[Any], str | None] = lambda _: None):
-        self.inputs = list(inputs)
-        self.lines: list[Line] = []
-        self.factory: Any = None
-        self.parameters: list[int] = []
-        """The line of each `f.parameter(...)` call, in parameter order."""
-        self.weight_name = weight
-        self._arrays: dict[int, str] = {}
-        self._nodes: dict[int, str] = {}
-        self._temps = 0
-        self._weight_arrays = 0
-        self._keep: list[Any] = []
-        self._calls_at_op = 0
-
-    # -- the GraphTrace protocol
-
-    def wrap(self, factory: Any) -> Any:
-        self.factory = factory
-        return _FactoryProxy(factory, self)
-
-    def lowering(self, op: Operation) -> None:
-        self._note_empty_op()
-        self.lines.append(("", describe(op)))
-        self._calls_at_op = len(self.lines)
-
-    # -- recording
-
-    def _note_empty_op(self) -> None:
-        if self._calls_at_op and self._calls_at_op == len(self.lines):
-            code, comment = self.lines[-1]
-            self.lines[-1] = (code, f"{comment}: no node of its own")
-
-    def _node(self, value: Any) -> str | None:
-        """The name of the node behind `value`, if it is one."""
-        address = _address(value)
-        if address is None:
-            return None
-        if address not in self._nodes:
-            raise ForgeError("the plan printer met an NNFactory node it did not see created")
-        return self._nodes[address]
-
-    def _name(self, value: Any) -> str | None:
-        if isinstance(value, np.ndarray) and id(value) in self._arrays:
-            return self._arrays[id(value)]
-        name = self._node(value)
-        if name is None:
-            return None
-        return name if hasattr(value, "node") else f"{name}.node"
-
-    def _bind(self, result: Any, name: str | None = None) -> str | None:
-        address = _address(result)
-        if address is None:
-            return None
-        self._keep.append(result)
-        if name is None:
-            name, self._temps = f"t{self._temps}", self._temps + 1
-        self._nodes[address] = name
-        return name
-
-    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
-        text = ", ".join(
-            [literal(a, self._name) for a in args]
-            + [f"{k}={literal(v, self._name)}" for k, v in kwargs.items()]
-        )
-        name = None
-        if method == "parameter":
-            name = f"p{len(self.parameters)}"
-            self.parameters.append(len(self.lines))
-        code = f"f.{method}({text})"
-        if method == "compile":
-            self._note_empty_op()
-            self._calls_at_op = 0
-            # What `_compile` set for this graph (the host profile's choice, or the user's).
-            mode = os.environ.get("NNFACTORY_SNIPPETS_MODE", "DISABLE")
-            if mode != "DISABLE":
-                code = f'compile_with_snippets(f, "{mode}")'
-        target = self._bind(result, name)
-        self.lines.append((f"{target} = {code}" if target else code, ""))
-
-    def weight(self, spec: GraphInput, tensor: Any, arrays: Sequence[np.ndarray]) -> None:
-        """`GraphInput.arrays` made `arrays` of `tensor`: name them, if `tensor` is the
-        placeholder of a weight, after the `weight_arrays` call that makes them."""
-        weight = self.weight_name(tensor)
-        if weight is None:
-            return
-        names = [f"w{self._weight_arrays + k}" for k in range(len(arrays))]
-        self._weight_arrays += len(arrays)
-        self._keep.extend(arrays)
-        self._arrays.update((id(a), n) for a, n in zip(arrays, names, strict=True))
-        storage = "" if spec.storage == "float" else f', "{spec.storage}"'
-        if spec.storage == "int8":
-            storage += f", reduce_dim={spec.reduce_dim}"
-        key = f'"{weight}"' if re.fullmatch(r"[\w.\-]*", weight) else repr(weight)
-        call = f"weight_arrays(W[{key}], {literal(np.dtype(spec.dtype))}{storage})"
-        self.lines.append((f"{_tuple(names)} = {call}", ""))
-
-    def label_parameters(self, specs: Sequence[GraphInput]) -> None:
-        """Name each parameter's segment input in its comment, now that the graph's
-        inputs are known (an int8 weight takes two: the int8 matrix and its scale)."""
-        labels: list[str] = []
-        for name, spec in zip(self.inputs, specs, strict=True):
-            if spec.constant:
-                continue
-            labels += [name, f"{name}: scale"] if spec.storage == "int8" else [name]
-        if len(labels) != len(self.parameters):
-            raise ForgeError(
-                f"the plan printer expects {len(labels)} graph parameter(s), "
-                f"the segment made {len(self.parameters)}"
-            )
-        for line, label in zip(self.parameters, labels, strict=True):
-            code, _ = self.lines[line]
-            self.lines[line] = (code, label)
-
-    def assign(self, attribute: str, value: Any) -> None:
-        self._note_empty_op()
-        self._calls_at_op = 0
-        self.lines.append((f"f.{attribute} = {literal(value, self._name)}", ""))
-
-    def slice(self, args: tuple[Any, ...], node: Any) -> None:
-        _, x, begin, end, stride, _, begin_mask, _, end_mask = args
-        nodes = ", ".join(self._node(n) or "?" for n in (x, begin, end, stride))
-        masks = f"{literal(begin_mask.tolist())}, {literal(end_mask.tolist())}"
-        target = self._bind(node)
-        self.lines.append((f"{target} = strided_slice(f, {nodes}, {masks})", ""))
-
-
-def compile_with_snippets(factory: Any, mode: str) -> None:
-    """`factory.compile()` with OpenVINO's snippets `mode`, as `compile_model` compiled
-    the graph (printed programs call it where the host profile turned snippets on)."""
-    with kernel_choice.snippets_env(mode):
-        factory.compile()
-
-
-@contextlib.contextmanager
-def _recording(trace: SegmentTrace) -> Iterator[None]:
-    """What the builder does besides calling the factory, shown to `trace` while the
-    segment is built: the StridedSlice binding it calls directly, and the arrays
-    `GraphInput.arrays` makes of the weights it bakes in."""
-    arrays = GraphInput.arrays
-
-    def recording_arrays(spec: GraphInput, tensor: torch.Tensor) -> list[np.ndarray]:
-        made = arrays(spec, tensor)
-        trace.weight(spec, tensor, made)
-        return made
-
-    GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
-    try:
-        with _recording_slices(trace):
-            yield
-    finally:
-        GraphInput.arrays = arrays  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def _recording_slices(trace: SegmentTrace) -> Iterator[None]:
-    """`GraphBuilder.slice` calls the StridedSlice binding directly, not through the
-    factory: route that one call through `trace` while the segment is built."""
-    original = nnfactory_graph._strided_slice
-
-    def recording() -> Callable[..., Any]:
-        fn = original()
-
-        def call(*args: Any) -> Any:
-            node = fn(*args)
-            if trace.factory is not None and args[0] is trace.factory._mm:
-                trace.slice(args, node)
-            return node
-
-        return call
-
-    nnfactory_graph._strided_slice = recording  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        nnfactory_graph._strided_slice = original  # type: ignore[assignment]
-
-
-# --------------------------------------------------------- recording a CPU step
-
-
-class _AtenRecorder(TorchFunctionMode):
-    """Records the torch calls a CPU kernel makes, with their arguments and results."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any]] = []
-
-    def __torch_function__(
-        self,
-        fn: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        result = fn(*args, **kwargs)
-        self.calls.append((fn, args, kwargs, result))
-        return result
-
-
-def _example(value: SSAValue, device: str) -> torch.Tensor:
-    t = value.type
-    if not isinstance(t, TensorType) or DYNAMIC in t.get_shape():
-        raise ForgeError(f"cannot print a CPU step on a value of type {t}")
-    dtype = torch_dtype(t.get_element_type())
-    return torch.zeros(list(t.get_shape()), dtype=dtype, device=device)
-
-
-def _run_recorded(
-    op: Operation, kernel: Callable[..., Any]
-) -> tuple[list[Any], Any, _AtenRecorder]:
-    """Run `kernel` on meta tensors (no data, no cost); ops meta cannot run (data-
-    dependent shapes) on zeros instead."""
-    error: Exception | None = None
-    for device in ("meta", "cpu"):
-        inputs = [_example(v, device) for v in op.operands]
-        recorder = _AtenRecorder()
-        try:
-            with torch.no_grad(), recorder:
-                result = kernel(*inputs)
-        except Exception as e:  # retried on real tensors, then reported
-            error = e
-            continue
-        return inputs, result, recorder
-    raise op_error(op, f"cannot record its CPU kernel for the plan: {error}")
-
 
 @dataclass
 class ProgramText:
@@ -544,7 +79,7 @@ class ProgramText:
 
 def cpu_step_lines(op: Operation, names: Names, program: ProgramText) -> list[str]:
     """`op`'s CPU callable as the ATen calls it makes, bound to `op`'s result names."""
-    inputs, result, recorder = _run_recorded(op, cpu_kernel(op))
+    inputs, result, recorder = run_recorded(op, cpu_kernel(op))
     outputs = names(op.results)
     returned = [result] if len(outputs) == 1 else list(result) if outputs else []
     known: dict[int, str] = {id(t): n for t, n in zip(inputs, names(op.operands), strict=True)}
@@ -769,7 +304,7 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with _recording(trace), host_choices(host):
+                with recording(trace), host_choices(host):
                     segment = build_segment(group, precision, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:
@@ -806,7 +341,7 @@ def plan_to_python(
     returned = names(terminator.arguments)
     for result, arg in npu.copied_write_backs(function):  # not what cache_update did
         program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {npu.WRITES}")
-    program.body.append(f"return {_tuple(returned[: len(returned) - len(writes)])}")
+    program.body.append(f"return {tuple_text(returned[: len(returned) - len(writes)])}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))
     usage = (
         "exec() it, call build(weights) with the weights by name, then run(...) with the "
@@ -828,7 +363,7 @@ def plan_to_python(
     if any(line.startswith("pack") for line in instances):
         imports.append("from forge.conversion.cpu_kernels import PackedLinear")
     imports.append("from forge.conversion.graph_call import GraphCall, GraphInput")
-    imports.append(f"from forge.conversion.plan_to_python import {', '.join(helpers)}")
+    imports.append(f"from forge.conversion.plan_runtime import {', '.join(helpers)}")
     if segments:
         imports += [
             "from forge.conversion.nnfactory_backend import load_backend",
@@ -853,10 +388,6 @@ def plan_to_python(
     body = "\n".join(f"    {line}" for line in program.body)
     parts.append(f"@torch.no_grad()\ndef run({arguments}):\n{body}\n")
     return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
-
-
-def _tuple(items: Sequence[str]) -> str:
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def _segment_code(segment: Segment, trace: SegmentTrace) -> list[str]:
@@ -941,15 +472,4 @@ class PythonTarget(Target):
         )
 
 
-__all__ = [
-    "Names",
-    "PythonTarget",
-    "SegmentTrace",
-    "compile_with_snippets",
-    "describe",
-    "literal",
-    "plan_to_python",
-    "strided_slice",
-    "unpack_array",
-    "weight_arrays",
-]
+__all__ = ["PythonTarget", "plan_to_python"]

@@ -263,7 +263,7 @@ def test_program_imports_the_runtime_graph_call() -> None:
     plan(module)
     source = plan_to_python(module)
     assert "from forge.conversion.graph_call import GraphCall, GraphInput" in source
-    assert "from forge.conversion.plan_to_python import strided_slice" in source
+    assert "from forge.conversion.plan_runtime import strided_slice" in source
 
 
 def test_graph_call_without_a_graph_passes_inputs_through() -> None:

@@ -1,0 +1,59 @@
+"""What a printed plan (`forge-opt -t python`) calls besides NNFactory and
+`graph_call.GraphCall`: the weights as the graph stores them, the StridedSlice binding,
+large constants unpacked, a compile with OpenVINO's snippets. Kept apart from the
+printer so that a printed program imports only these."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from forge.conversion import kernel_choice, nnfactory_graph
+from forge.conversion.graph_call import GraphInput
+from forge.conversion.nnfactory_backend import PACKAGE
+
+
+def weight_arrays(
+    tensor: torch.Tensor, dtype: Any, storage: str = "float", reduce_dim: int = 1
+) -> list[np.ndarray]:
+    """A weight as the graph stores it, by `GraphInput.arrays` itself: `[converted]`, or
+    `[int8, scale]` (storage int8, one scale per channel kept along `reduce_dim`)."""
+    return GraphInput(np.dtype(dtype), storage, reduce_dim).arrays(tensor)
+
+
+def strided_slice(
+    f: Any,
+    x: Any,
+    begin: Any,
+    end: Any,
+    stride: Any,
+    begin_mask: Sequence[int],
+    end_mask: Sequence[int],
+) -> Any:
+    """`GraphBuilder.slice`'s backend call: StridedSlice through the corrected binding
+    (`nnfactory_graph._strided_slice`), which `NNFactory` itself does not offer."""
+    begins = np.asarray(begin_mask, dtype=np.uint32)
+    ends = np.asarray(end_mask, dtype=np.uint32)
+    node = nnfactory_graph._strided_slice()(
+        f._mm, x.node, begin.node, end.node, stride.node, begins.size, begins, ends.size, ends
+    )
+    return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
+
+
+def unpack_array(data: str, dtype: Any, shape: Sequence[int]) -> np.ndarray:
+    """A constant too large to print as a literal (zlib-compressed, base64)."""
+    raw = zlib.decompress(base64.b64decode(data))
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def compile_with_snippets(factory: Any, mode: str) -> None:
+    """`factory.compile()` with OpenVINO's snippets `mode`, as `compile_model` compiled
+    the graph (printed programs call it where the host profile turned snippets on)."""
+    with kernel_choice.snippets_env(mode):
+        factory.compile()
