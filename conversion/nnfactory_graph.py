@@ -117,6 +117,16 @@ class CompiledGraph:
     """Arrays the graph's constants share memory with (see `GraphBuilder.weight`)."""
     spilled: list[tuple[int, int]] = field(default_factory=list)
     """The `weight_spill` regions of `keepalive` this graph moved out of memory."""
+    baked: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
+    """The tensors baked in as constants, by weak reference: the cache key names them by
+    `id` and address, which a tensor made after one of them died can take over."""
+
+    def bakes(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether the graph's constants were made of `tensors` themselves (all still
+        alive), not of tensors that died and left their id and address to these."""
+        if len(tensors) != len(self.baked):
+            return False
+        return all(ref() is tensor for ref, tensor in zip(self.baked, tensors, strict=True))
 
     def spill_weights(self, folder: Path) -> int:
         """Move the memory of the constants out of the resident set (`weight_spill`),
@@ -275,20 +285,27 @@ def build_segment(
     if not outputs:
         return Segment(ops, inputs, outputs, precision, None, cached=False)
     specs = [graph_input(v, precision, constant=v in constants) for v in inputs]
-    # Baked tensors are part of what the graph computes: key them by identity.
-    baked = tuple((id(constants[v]), constants[v].data_ptr()) for v in inputs if v in constants)
-    key = _cache_key(ops, inputs, outputs, precision, specs), baked
+    # Baked tensors are part of what the graph computes: key them by identity, and check
+    # on a hit that they are the very tensors (an id and an address outlive a tensor).
+    tensors = [constants[v] for v in inputs if v in constants]
+    key = _cache_key(ops, inputs, outputs, precision, specs), baked_key(tensors)
     graph = _GRAPHS.get(key) if trace is None else None
-    if graph is not None:
+    if graph is not None and graph.bakes(tensors):
         STATS.hits += 1
         return Segment(ops, inputs, outputs, precision, graph, cached=True)
     graph = _compile(ops, inputs, outputs, PRECISIONS[precision], specs, trace, constants)
     if trace is not None:
         return Segment(ops, inputs, outputs, precision, graph, cached=False)
+    graph.baked = [weakref.ref(t) for t in tensors]
     _GRAPHS[key] = graph
     STATS.compiles += 1
     STATS.compile_seconds += graph.compile_seconds
     return Segment(ops, inputs, outputs, precision, graph, cached=False)
+
+
+def baked_key(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:
+    """The baked tensors' part of a graph's cache key: each one's id and address."""
+    return tuple((id(t), t.data_ptr()) for t in tensors)
 
 
 def _cache_key(

@@ -729,6 +729,39 @@ def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
     assert float((actual - expected).abs().max()) <= 1e-4
 
 
+def test_a_cached_graph_is_not_taken_for_a_tensor_that_took_a_dead_ones_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The graph cache names baked tensors by id and address; a tensor made after one
+    died can have both (CPython and the allocator reuse them). Forced here by a key that
+    ignores the tensors: the live tensor hits, a new one after the first died does not
+    get the dead one's weights."""
+    import gc
+
+    from forge.conversion import nnfactory_graph
+
+    text = fn(
+        "%x: tensor<2x4xf32>, %w: tensor<3x4xf32>",
+        "tensor<2x3xf32>",
+        "%0 = npu.linear %x, %w : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>\n"
+        "func.return %0 : tensor<2x3xf32>",
+    )
+    function = entry_function(parse_module(text))
+    ops, (_, w) = body_ops(function), function.body.block.args
+    monkeypatch.setattr(nnfactory_graph, "baked_key", lambda tensors: ("same",))
+    probe = torch.randn(2, 4, generator=torch.Generator().manual_seed(1))
+    first = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    segment = build_segment(ops, constants={w: first})
+    assert build_segment(ops, constants={w: first}).graph is segment.graph  # the same tensor
+    del first
+    gc.collect()
+    second = torch.randn(3, 4, generator=torch.Generator().manual_seed(3))
+    again = build_segment(ops, constants={w: second})
+    assert again.graph is not segment.graph
+    (actual,) = again(probe, second)
+    assert torch.allclose(actual, probe @ second.T, atol=1e-5)
+
+
 def test_result_pool_reuses_only_what_nobody_holds() -> None:
     from forge.conversion.graph_call import ResultPool
 
