@@ -745,10 +745,10 @@ def run_group(
     `per_process`. Two fresh processes of one program can run its graphs 20-40% apart
     (where the memory behind its weights landed); one process per row makes a ratio
     partly a draw, several show the spread."""
-    merged = run_processes(group, spec, start, progress)
+    first = run_processes(group, spec, start, progress)
     if spec.processes <= 1:
-        return merged
-    runs = [merged]
+        return first
+    runs = [first]
     for index in range(1, spec.processes):
         progress(f"process {index + 1} of {spec.processes} for every row ...")
         runs.append(run_processes(group, spec, start, progress))
