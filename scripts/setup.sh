@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 STAMP=$VENV/.forge-setup-stamp
 
 cd "$ROOT"
-want=$(cat pyproject.toml scripts/setup.sh scripts/build_nnfactory.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/constraints.txt scripts/setup.sh scripts/build_nnfactory.sh | sha256sum | cut -d' ' -f1)
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment $VENV"
@@ -21,7 +21,8 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   mkdir -p "$ROOT/build"
   log=$ROOT/build/pip.log
   if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
-         && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test,distributed]"; } >"$log" 2>&1
+         && "$VENV/bin/python" -m pip install --disable-pip-version-check \
+             -c scripts/constraints.txt -e ".[test,distributed]"; } >"$log" 2>&1
   then
     grep -v "^WARNING: Location" "$log" | tail -n 20 >&2
     echo "[setup] error: pip failed; full log in $log" >&2

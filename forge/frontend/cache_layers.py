@@ -85,6 +85,15 @@ class ConvHistoryLayer(LinearAttentionLayer):
         )
         return self.history.index_select(2, window)
 
+    def get_seq_length(self) -> torch.Tensor:
+        """The step's first position. transformers >= 5.25 asks the first layer for the
+        cache length (earlier releases skipped linear-attention layers for the first
+        attention one); LFM2's first layer is a convolution, whose own counter
+        (`cumulative_length_linear`) this layer never advances."""
+        if self.positions is None:
+            raise ForgeError("the conv cache layer was asked its length without cache positions")
+        return self.positions[0]
+
     def update_recurrent_state(
         self, recurrent_states: torch.Tensor, state_idx: int = 0, **kwargs: Any
     ) -> torch.Tensor:
