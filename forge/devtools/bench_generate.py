@@ -750,11 +750,16 @@ def run_group(
         return first
     runs = [first]
     for index in range(1, spec.processes):
-        progress(f"process {index + 1} of {spec.processes} for every row ...")
-        runs.append(run_processes(group, spec, start, progress))
+        # A row that failed (or was skipped) in a process is not started again: its
+        # result is that failure, and a retry would cost a compile or an export.
+        live = [row for row in group if not any(run[row].skipped for run in runs)]
+        if not live:
+            break
+        progress(f"process {index + 1} of {spec.processes} for {', '.join(live)} ...")
+        runs.append(run_processes(live, spec, start, progress))
     results = {}
     for row in group:
-        done = [run[row] for run in runs]
+        done = [run[row] for run in runs if row in run]
         failed = next((r for r in done if r.skipped), None)
         results[row] = failed if failed is not None else merge_processes(done)
     return results

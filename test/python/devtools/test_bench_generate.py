@@ -235,6 +235,21 @@ def test_a_row_failing_in_a_later_process_is_reported_failed() -> None:
     assert results["forge"].ttft_ms == [6.0, 6.0] and not results["forge"].skipped
 
 
+def test_a_row_failing_in_the_first_process_is_not_started_again() -> None:
+    spec = GenerateSpec("gpt2", tiny=True, rounds=1, threads=1, processes=3)
+    started: list[str] = []
+    start = _fake_start({"eager": 1})
+
+    def counting(row: str) -> tuple[RowChild, RowResult]:
+        started.append(row)
+        return start(row)
+
+    results = run_group(["forge", "eager"], spec, counting, lambda _: None)
+    assert started == ["forge", "eager", "forge", "forge"]
+    assert results["eager"].skipped == "failed while generating: generation broke"
+    assert results["forge"].ttft_ms == [6.0] * 3 and len(results["forge"].per_process) == 3
+
+
 def test_processes_must_be_at_least_one() -> None:
     with pytest.raises(ForgeError, match="--processes must be at least 1"):
         run_generate_bench(GenerateSpec("gpt2", tiny=True, processes=0), ["forge"])
