@@ -10,7 +10,8 @@ Where the rows would not fit in memory together (each child's resident size and 
 peak estimated from the weights' bytes, against MemAvailable), groups that fit run one
 after another, and the report says so. With fewer threads than cores, each child is
 pinned to that many cores (NNFactory's OpenVINO sizes its pool by the cores it may use,
-not by torch's thread count). Forge runs at fp32 and with int8 weights. Measured, per row:
+not by torch's thread count). Forge runs at fp32, with fp16 and with int8 weights, each
+compared with OpenVINO GenAI at the same weights. Measured, per row:
 
 * ready: model object -> ready to generate. Forge: `compile_lm` (torch.export and both
   programs, prefill and decode). HF static + torch.compile: the first `generate`'s extra
@@ -100,9 +101,13 @@ class Row:
         return self.name.startswith("forge")
 
     @property
+    def weights(self) -> str:
+        """Its weights' precision: fp32, fp16 or int8 (rows of one are compared)."""
+        return self.genai or self.precision
+
+    @property
     def int8(self) -> bool:
-        """Whether its weights are int8 (then it is compared with the int8 rows)."""
-        return "int8" in (self.precision, self.genai)
+        return self.weights == "int8"
 
 
 FOOTPRINTS: dict[str, Footprint] = {
@@ -111,10 +116,12 @@ FOOTPRINTS: dict[str, Footprint] = {
     # factors = (peak RSS - base) / weights, rounded up.
     "forge": Footprint(450 * MIB, 3.4, 3.6),
     "forge-int8": Footprint(450 * MIB, 2.4, 2.8),
+    "forge-fp16": Footprint(450 * MIB, 2.9, 3.2),
     "eager": Footprint(400 * MIB, 1.3, 1.4),
     "hf-static": Footprint(500 * MIB, 1.4, 2.0),
     "genai-fp32": Footprint(300 * MIB, 2.2, 2.6),
     "genai-int8": Footprint(300 * MIB, 0.8, 1.0),
+    "genai-fp16": Footprint(300 * MIB, 1.2, 1.6),
 }
 
 ROWS: dict[str, Row] = {
@@ -122,6 +129,7 @@ ROWS: dict[str, Row] = {
     for row in (
         Row("forge", "Forge (compile_lm)", memory=FOOTPRINTS["forge"]),
         Row("forge-int8", "Forge int8 weights", precision="int8", memory=FOOTPRINTS["forge-int8"]),
+        Row("forge-fp16", "Forge fp16 weights", precision="fp16", memory=FOOTPRINTS["forge-fp16"]),
         Row(
             "forge-int8-dq",
             "Forge int8, dynamic prefill",
@@ -138,9 +146,19 @@ ROWS: dict[str, Row] = {
             genai="int8",
             memory=FOOTPRINTS["genai-int8"],
         ),
+        Row(
+            "genai-fp16",
+            "OpenVINO GenAI fp16 weights",
+            genai="fp16",
+            memory=FOOTPRINTS["genai-fp16"],
+        ),
     )
 }
 """Every row, in the order they run and print."""
+
+WEIGHTS_ORDER = ("fp32", "fp16", "int8")
+FORGE_ROW = {"fp32": "forge", "fp16": "forge-fp16", "int8": "forge-int8"}
+"""The Forge row an OpenVINO GenAI row of each weights' precision is compared with."""
 
 REFERENCE = "eager"
 """The row whose tokens the others are compared with."""
@@ -278,6 +296,8 @@ def prepare_forge(spec: GenerateSpec, row: str = "forge") -> Session:
         )
     elif ROWS[row].precision == "int8":
         result.detail += "; int8 weight-only (symmetric, per channel), fp32 activations"
+    elif ROWS[row].precision == "fp16":
+        result.detail += "; fp16 weights, fp32 activations"
 
     def call() -> Timed:
         stamps: list[float] = []
@@ -835,11 +855,11 @@ def plan_rows(
 ) -> tuple[list[list[str]], str]:
     """`rows` in groups whose children fit in memory together (`available` bytes,
     default MemAvailable), and a note when there is more than one group. The fp32 rows
-    are grouped first, then the int8 ones: a row shares its group with the rows it is
-    compared with where memory allows."""
+    are grouped first, then the fp16 ones, then the int8 ones: a row shares its group
+    with the rows it is compared with where memory allows."""
     if not rows:
         return [], ""
-    rows = sorted(rows, key=lambda row: ROWS[row].int8)
+    rows = sorted(rows, key=lambda row: WEIGHTS_ORDER.index(ROWS[row].weights))
     try:
         weights = weight_bytes(spec.model, spec.tiny)
     except ForgeError:
@@ -992,7 +1012,7 @@ class GenerateReport:
         result = self.ran(row)
         if result is None or not ROWS[row].genai:
             return None
-        forge = self.ran("forge-int8" if ROWS[row].int8 else "forge")
+        forge = self.ran(FORGE_ROW[ROWS[row].weights])
         if forge is None or forge.group != result.group:
             return None
         return forge

@@ -133,6 +133,14 @@ def test_forge_int8_row_generates_with_int8_weights() -> None:
     assert "int8 weight-only" in row.detail and "Forge int8 weights" in report.format()
 
 
+def test_forge_fp16_row_generates_with_fp16_weights() -> None:
+    report = run_generate_bench(SPEC, ["forge-fp16"])
+    row = report.ran("forge-fp16")
+    assert row is not None, report.format()
+    assert len(row.tokens) == SPEC.max_new_tokens
+    assert "fp16 weights" in row.detail and "Forge fp16 weights" in report.format()
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_children_run_on_as_many_cores_as_threads() -> None:
     """NNFactory's OpenVINO takes a thread per core: `--threads 1` pins the child."""
@@ -287,6 +295,10 @@ def test_rows_that_do_not_fit_together_run_in_groups_with_a_note() -> None:
     rows = ["forge", "forge-int8-dq", "genai-fp32", "genai-int8"]
     groups, _ = plan_rows(spec, rows, available=int(3.5 * 1024**3))
     assert groups == [["forge"], ["genai-fp32"], ["forge-int8-dq", "genai-int8"]]
+    # fp16 rows between them (in the order given)
+    rows = ["genai-int8", "genai-fp16", "forge", "forge-fp16"]
+    groups, _ = plan_rows(spec, rows, available=64 * 1024**3)
+    assert groups == [["forge", "genai-fp16", "forge-fp16", "genai-int8"]]
 
 
 def _row(name: str, ttft: list[float], tps: list[float], group: int = 0) -> RowResult:
@@ -306,6 +318,20 @@ def test_peer_rows_are_compared_with_their_forge_row_round_by_round() -> None:
     assert "TTFT 1.100x (0.900-1.100), Forge ahead in 2/3" in line
     assert "decode 1.000x (0.950-1.040), Forge ahead in 1/3" in line
     assert "per round, the calls side by side" in report.format()
+
+
+def test_each_peer_row_is_paired_with_the_forge_row_of_its_weights() -> None:
+    results = {
+        name: _row(name, [100.0], [50.0])
+        for name in ("forge", "forge-fp16", "forge-int8", "genai-fp32", "genai-fp16", "genai-int8")
+    }
+    report = GenerateReport(SPEC, "cpu", results)
+    pairs = {row: report.counterpart(row) for row in ("genai-fp32", "genai-fp16", "genai-int8")}
+    assert {row: forge.backend for row, forge in pairs.items() if forge} == {
+        "genai-fp32": "forge",
+        "genai-fp16": "forge-fp16",
+        "genai-int8": "forge-int8",
+    }
 
 
 def test_rows_of_different_groups_are_not_paired() -> None:
