@@ -125,20 +125,21 @@ def test_a_failing_row_says_why_in_one_line() -> None:
     assert "\n" not in why and f"skipped: {why}" in report.format()
 
 
-def test_forge_int8_row_generates_with_int8_weights() -> None:
-    report = run_generate_bench(SPEC, ["forge-int8"])
-    row = report.ran("forge-int8")
+@pytest.mark.parametrize(
+    ("row_name", "detail", "label"),
+    [
+        ("forge-int8", "int8 weight-only", "Forge int8 weights"),
+        ("forge-fp16", "fp16 weights", "Forge fp16 weights"),
+    ],
+)
+def test_forge_precision_rows_generate_with_their_weights(
+    row_name: str, detail: str, label: str
+) -> None:
+    report = run_generate_bench(SPEC, [row_name])
+    row = report.ran(row_name)
     assert row is not None, report.format()
     assert len(row.tokens) == SPEC.max_new_tokens
-    assert "int8 weight-only" in row.detail and "Forge int8 weights" in report.format()
-
-
-def test_forge_fp16_row_generates_with_fp16_weights() -> None:
-    report = run_generate_bench(SPEC, ["forge-fp16"])
-    row = report.ran("forge-fp16")
-    assert row is not None, report.format()
-    assert len(row.tokens) == SPEC.max_new_tokens
-    assert "fp16 weights" in row.detail and "Forge fp16 weights" in report.format()
+    assert detail in row.detail and label in report.format()
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
