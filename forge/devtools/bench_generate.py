@@ -105,10 +105,6 @@ class Row:
         """Its weights' precision: fp32, fp16 or int8 (rows of one are compared)."""
         return self.genai or self.precision
 
-    @property
-    def int8(self) -> bool:
-        return self.weights == "int8"
-
 
 FOOTPRINTS: dict[str, Footprint] = {
     # Measured on GPT-2 (475 MiB of fp32 weights, prompt 100, 32 new tokens, `bash
@@ -157,8 +153,14 @@ ROWS: dict[str, Row] = {
 """Every row, in the order they run and print."""
 
 WEIGHTS_ORDER = ("fp32", "fp16", "int8")
-FORGE_ROW = {"fp32": "forge", "fp16": "forge-fp16", "int8": "forge-int8"}
-"""The Forge row an OpenVINO GenAI row of each weights' precision is compared with."""
+FORGE_ROW = {
+    weights: next(
+        r.name for r in ROWS.values() if r.forge and r.weights == weights and not r.dynamic_prefill
+    )
+    for weights in WEIGHTS_ORDER
+}
+"""The Forge row an OpenVINO GenAI row of each weights' precision is compared with: the
+plain Forge row at that precision."""
 
 REFERENCE = "eager"
 """The row whose tokens the others are compared with."""
