@@ -26,7 +26,9 @@ from forge.diagnostics import ForgeError
 class GraphInput:
     """How a segment input is bound to the graph: one parameter of `dtype`, or (storage
     `int8`) an int8 parameter plus a per-channel scale reduced over `reduce_dim`, or
-    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph."""
+    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph, or (storage
+    `fp16_as_fp32`) its fp16 values as a parameter of `dtype`
+    (`forge.conversion.kernel_choice.FP16_KERNELS`)."""
 
     dtype: np.dtype
     storage: str = "float"
@@ -35,6 +37,9 @@ class GraphInput:
     """Baked into the graph as constants when it is built (weights bound at compile
     time): no parameter, nothing to bind per call, and OpenVINO can pre-pack the
     matrix and use its compressed-weight kernels for int8."""
+    transposed: bool = False
+    """Stored as the transpose of its last two dims (an fp16 constant [in, out] weight,
+    kept [out, in], the form OpenVINO's FullyConnected reads without a Transpose)."""
 
     def arrays(self, tensor: torch.Tensor) -> list[np.ndarray]:
         """The parameter arrays for `tensor` (they must outlive the graph's run)."""
@@ -42,7 +47,10 @@ class GraphInput:
         if self.storage == "int8":
             return list(quantize_int8(t, self.reduce_dim, self.dtype))
         if self.storage == "fp16":
+            t = t.transpose(-2, -1) if self.transposed else t
             return [t.to(torch.float16).contiguous().numpy()]
+        if self.storage == "fp16_as_fp32":
+            t = t.to(torch.float16)
         return [t.to(_torch_for_numpy(self.dtype)).contiguous().numpy()]
 
 

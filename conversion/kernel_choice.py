@@ -79,12 +79,14 @@ def snippets_by_rows(rule: SnippetsRule) -> Iterator[None]:
 @contextlib.contextmanager
 def host_choices(profile: HostProfile | None) -> Iterator[None]:
     """Graphs built inside follow `profile`'s measured choices: the fp32 and int8
-    linears' kernel forms (`linear_kernels`) and OpenVINO's snippets
-    (`snippets_by_rows`); with no profile, OpenVINO's own forms and no snippets."""
+    linears' kernel forms and the fp16 weights' (`linear_kernels`) and OpenVINO's
+    snippets (`snippets_by_rows`); with no profile, OpenVINO's own forms, fp16 weights
+    wide, and no snippets."""
     kernels = profile.kernel_rule() if profile else ()
     int8 = profile.int8_kernel_rule() if profile else ()
+    fp16 = profile.fp16_kernel_rule() if profile else ()
     snippets = profile.snippets_rule() if profile else ()
-    with linear_kernels(kernels, int8=int8), snippets_by_rows(snippets):
+    with linear_kernels(kernels, int8=int8, fp16=fp16), snippets_by_rows(snippets):
         yield
 
 
@@ -148,16 +150,31 @@ _INT8_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
     "int8_linear_kernels", default=()
 )
 
+_FP16_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
+    "fp16_linear_kernels", default=()
+)
+
+FP16_KERNELS = ("wide", "narrow")
+"""How fp16 linear weights reach OpenVINO's CPU plugin. "wide": their fp16 values
+stored as fp32 (the plugin's own treatment of an fp16 weight in most graphs: widened
+once at compile), so the fp32 kernels run them. "narrow": stored fp16 behind a Convert
+marked as a decompression in a graph marked as a large language model's (`mark_llm`),
+the one case in which the plugin's FullyConnected keeps them fp16 and widens them in
+the kernel: half the bytes to read, more work per byte. Same values either way."""
+
 INT8_KERNELS = ("fused", "apart")
 """How an int8-weight linear with an activation reaches OpenVINO (its kernel is oneDNN's
 either way): the activation fused into the FullyConnected, or computed after it."""
 
 
 @contextlib.contextmanager
-def linear_kernels(rule: KernelRule, int8: KernelRule = ()) -> Iterator[None]:
+def linear_kernels(
+    rule: KernelRule, int8: KernelRule = (), fp16: KernelRule = ()
+) -> Iterator[None]:
     """Graphs built inside lower each fp32 linear for the kernel `rule` gives its row
-    count (`LINEAR_KERNELS`), and each int8-weight linear for the form `int8` gives it
-    (`INT8_KERNELS`).
+    count (`LINEAR_KERNELS`), each int8-weight linear for the form `int8` gives it
+    (`INT8_KERNELS`), and store fp16 weights in the form `fp16` gives the rows of the
+    linears reading them (`FP16_KERNELS`).
 
     A FullyConnected with a post-op (a fused activation) cannot take OpenVINO's MLAS
     kernel: with fp32 weights it runs oneDNN's brgemm/brgconv instead. Which wins
@@ -167,15 +184,25 @@ def linear_kernels(rule: KernelRule, int8: KernelRule = ()) -> Iterator[None]:
     55.0 -> 48.4 ms). `forge doctor --profile` measures it."""
     unknown = [kernel for _rows, kernel in rule if kernel not in LINEAR_KERNELS]
     unknown += [kernel for _rows, kernel in int8 if kernel not in INT8_KERNELS]
+    unknown += [kernel for _rows, kernel in fp16 if kernel not in FP16_KERNELS]
     if unknown:
         raise ForgeError(f"unknown linear kernel(s) {', '.join(unknown)}")
     token = _LINEAR_KERNELS.set(tuple(rule))
     int8_token = _INT8_KERNELS.set(tuple(int8))
+    fp16_token = _FP16_KERNELS.set(tuple(fp16))
     try:
         yield
     finally:
+        _FP16_KERNELS.reset(fp16_token)
         _INT8_KERNELS.reset(int8_token)
         _LINEAR_KERNELS.reset(token)
+
+
+def fp16_form(rows: int) -> str:
+    """How fp16 weights read by products of `rows` rows are stored (`FP16_KERNELS`):
+    the nearest measured row count's form; none measured: "wide"."""
+    rule = _FP16_KERNELS.get()
+    return _nearest(rule, rows) if rule else "wide"
 
 
 def linear_kernel(rule: KernelRule, rows: int) -> str:
@@ -191,9 +218,9 @@ def linear_rows(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
 
 
 def kernel_rule(storage: str) -> KernelRule:
-    """The rule in force for linears whose weights are stored as `storage` ("float" or
-    "int8")."""
-    return _LINEAR_KERNELS.get() if storage == "float" else _INT8_KERNELS.get()
+    """The rule in force for linears whose weights are stored as `storage` ("float",
+    "fp16_as_fp32" or "int8")."""
+    return _INT8_KERNELS.get() if storage == "int8" else _LINEAR_KERNELS.get()
 
 
 def choices_key() -> Hashable:
@@ -203,5 +230,6 @@ def choices_key() -> Hashable:
         os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
         _LINEAR_KERNELS.get(),
         _INT8_KERNELS.get(),
+        _FP16_KERNELS.get(),
         _SNIPPETS.get(),
     )

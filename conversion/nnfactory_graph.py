@@ -48,6 +48,7 @@ from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import (
     choices_key,
+    fp16_form,
     kernel_rule,
     linear_kernel,
     linear_rows,
@@ -63,15 +64,19 @@ Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
 
 PRECISIONS: dict[str, type[np.floating]] = {
-    precision: np.float16 if precision == "fp16" else np.float32 for precision in dtypes.PRECISIONS
+    precision: np.float32 for precision in dtypes.PRECISIONS
 }
 """Executor precision (`forge.dialects.dtypes.PRECISIONS`) -> the numpy dtype of the
-graph's float activations: fp16 at fp16, fp32 at every other precision.
+graph's float activations: fp32 at every precision, as this CPU has no fp16 arithmetic
+(OpenVINO's CPU plugin runs an fp16 graph in fp32 anyway, after converting every weight
+back to fp32 at compile: measured 11 s per GPT-2 program and a slower decode).
 
-`int8` stores every linear weight as int8 with one scale per output channel (weight-only
-quantization, the graph NNFactory's quantized `linear` builds: Convert, Multiply by the
-scale, MatMul); activations stay fp32, as this CPU has no fp16 arithmetic. `mixed` does
-the same except for weights whose op carries `precision = "fp16"` or `"fp32"` (set by
+The precision says how linear weights are stored. `fp16` stores them as fp16, widened
+in-graph by a Convert marked as a decompression, which OpenVINO's FullyConnected reads
+directly (the form OpenVINO's own fp16 IR takes). `int8` stores every linear weight as
+int8 with one scale per output channel (weight-only quantization, the graph NNFactory's
+quantized `linear` builds: Convert, Multiply by the scale, MatMul). `mixed` does the
+same except for weights whose op carries `precision = "fp16"` or `"fp32"` (set by
 npu-assign-precision from a per-layer sensitivity measure), which are stored that way.
 """
 
@@ -88,12 +93,23 @@ def graph_input(value: SSAValue, precision: str, constant: bool = False) -> Grap
     """
     dtype = numpy_dtype(value, PRECISIONS[precision])
     stored = npu.weight_storage(value, precision)
-    if stored is None or precision not in QUANTIZED_PRECISIONS:
+    if stored is None or stored == "fp32":
         return GraphInput(dtype, constant=constant)
-    if stored != "int8":
-        return GraphInput(dtype, "float" if stored == "fp32" else stored, constant=constant)
+    if stored == "fp16":
+        rows = max(linear_rows(op) for op in npu.weight_users(value))
+        if fp16_form(rows) == "wide":
+            return GraphInput(dtype, "fp16_as_fp32", constant=constant)
+        transposed = constant and _only_in_out_weight(value)
+        return GraphInput(dtype, "fp16", constant=constant, transposed=transposed)
     reduce_dim = 0 if npu.weight_in_out(npu.weight_users(value)[0]) else 1  # the scale's axis
     return GraphInput(dtype, "int8", reduce_dim=reduce_dim, constant=constant)
+
+
+def _only_in_out_weight(value: SSAValue) -> bool:
+    """Whether every use of `value` is as the [in, out] weight of a linear, which can
+    then read it stored [out, in] (`GraphInput.transposed`)."""
+    users = npu.weight_users(value)
+    return len(users) == sum(1 for _ in value.uses) and all(map(npu.weight_in_out, users))
 
 
 class NoNpuLowering(ForgeError):
@@ -182,6 +198,36 @@ def _constant_shared() -> Any:
     fn.argtypes = backend.lib.constant.argtypes
     fn.restype = backend.handler
     return fn
+
+
+FP32_KERNEL_STORAGES = ("float", "fp16_as_fp32")
+"""Weight storages (`GraphInput.storage`) that OpenVINO runs with its fp32 kernels."""
+
+
+def _marking_binding(name: str) -> Any:
+    """The backend's `name`, one of the marks scripts/build_nnfactory.sh adds (a handle
+    in, nothing out); None on a build without it."""
+    backend = bindings()
+    fn = getattr(backend.lib, name, None)
+    if fn is None:
+        return None
+    fn.argtypes = [backend.handler]
+    fn.restype = None
+    return fn
+
+
+@cache
+def _mark_llm() -> Any:
+    """`mark_llm(factory)`: a one-element state through a ScaledDotProductAttention,
+    OpenVINO's CPU plugin's test for a large language model, the only kind whose fp16
+    weights its FullyConnected keeps fp16."""
+    return _marking_binding("mark_llm")
+
+
+@cache
+def _mark_decompression() -> Any:
+    """`mark_decompression(convert)`: `ov::mark_as_decompression` on a Convert node."""
+    return _marking_binding("mark_decompression")
 
 
 @cache
@@ -393,7 +439,11 @@ def _compile(
         )
     nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
     builder.factory.output_nodes = [nodes[address] for address in results]
-    fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
+    if builder.decompressed and (mark_llm := _mark_llm()) is not None:
+        mark_llm(builder.factory._mm)
+    fp32 = float_dtype is np.float32 and all(
+        s in FP32_KERNEL_STORAGES for s in builder.storages.values()
+    )
     with snippets_env(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
     return CompiledGraph(
@@ -465,6 +515,12 @@ class GraphBuilder:
         self.values: dict[SSAValue, Node] = {}
         self.storages: dict[SSAValue, str] = {}
         """How each segment input is stored (`GraphInput.storage`)."""
+        self.transposed: set[SSAValue] = set()
+        """Inputs whose node holds their transpose (`GraphInput.transposed`)."""
+        self.decompressed = False
+        """Whether a Convert of fp16 weights was marked as a decompression: the graph is
+        then compiled marked as a language model's (`_mark_llm`), so that OpenVINO
+        keeps those weights fp16 (`forge.conversion.kernel_choice.FP16_KERNELS`)."""
         self.share_weights = share_weights
         self.keepalive: list[np.ndarray] = []
 
@@ -483,6 +539,8 @@ class GraphBuilder:
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
             stored = [self.weight(array) for array in spec.arrays(tensor)]
+            if spec.transposed:
+                self.transposed.add(value)
         elif spec.storage == "int8":
             scale_shape = [1 if d == spec.reduce_dim else n for d, n in enumerate(shape)]
             stored = [
@@ -497,11 +555,24 @@ class GraphBuilder:
             quantized, scale = stored
             stored = [self.factory.eltwise_mul(self.factory.to(quantized, self.float_dtype), scale)]
         elif spec.storage == "fp16":
-            stored = [self.factory.to(stored[0], self.float_dtype)]
+            stored = [self.widen(stored[0], decompression=spec.constant)]
         self.values[value] = stored[0]
 
     def node(self, value: SSAValue) -> Node:
         return self.values[value]
+
+    def widen(self, narrow: Node, decompression: bool) -> Node:
+        """`narrow` converted to the graph's float dtype. A Convert of constant weights
+        is marked as a decompression (`mark_decompression`, added by
+        scripts/build_nnfactory.sh), so that OpenVINO keeps the weights narrow and its
+        FullyConnected reads them as they are; unmarked, the plugin folds it into a
+        wide copy at compile."""
+        wide = self.factory.to(narrow, self.float_dtype)
+        mark = _mark_decompression() if decompression else None
+        if mark is not None:
+            mark(wide.node)
+            self.decompressed = True
+        return wide
 
     def weight(self, array: np.ndarray) -> Node:
         """A weight baked in as a constant. Shared with `array` when the backend can
@@ -570,6 +641,8 @@ class GraphBuilder:
         return self.factory.matmul(a_node, b_node, transpose_a, transpose_b != folded_b)
 
     def _untransposed(self, value: SSAValue) -> tuple[Node, bool]:
+        if value in self.transposed:
+            return self.node(value), True
         owner = value.owner
         if (
             isinstance(owner, npu.TransposeOp)
@@ -733,7 +806,7 @@ def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLi
     """The kernel `linear_kernels` asks for: fp32 weights in an fp32 graph choose among
     `LINEAR_KERNELS` (MLAS takes no other), int8 weights among `INT8_KERNELS`."""
     storage = b.storages.get(op.weight, "float")
-    if b.float_dtype is not np.float32 or storage not in ("float", "int8"):
+    if b.float_dtype is not np.float32 or storage not in (*FP32_KERNEL_STORAGES, "int8"):
         return "fused"
     return linear_kernel(kernel_rule(storage), linear_rows(op))
 

@@ -20,11 +20,29 @@ from forge.conversion.nnfactory_backend import PACKAGE
 
 
 def weight_arrays(
-    tensor: torch.Tensor, dtype: Any, storage: str = "float", reduce_dim: int = 1
+    tensor: torch.Tensor,
+    dtype: Any,
+    storage: str = "float",
+    reduce_dim: int = 1,
+    transposed: bool = False,
 ) -> list[np.ndarray]:
     """A weight as the graph stores it, by `GraphInput.arrays` itself: `[converted]`, or
-    `[int8, scale]` (storage int8, one scale per channel kept along `reduce_dim`)."""
-    return GraphInput(np.dtype(dtype), storage, reduce_dim).arrays(tensor)
+    `[int8, scale]` (storage int8, one scale per channel kept along `reduce_dim`); an
+    fp16 weight `transposed` is kept [out, in]."""
+    spec = GraphInput(np.dtype(dtype), storage, reduce_dim, transposed=transposed)
+    return spec.arrays(tensor)
+
+
+def mark_decompression(convert: Any) -> None:
+    """`GraphBuilder.widen`'s backend call: the Convert of fp16 weights marked as a
+    decompression (`nnfactory_graph._mark_decompression`)."""
+    nnfactory_graph._mark_decompression()(convert.node)
+
+
+def mark_llm(f: Any) -> None:
+    """What `_compile` does before compiling a graph with fp16 weights kept fp16: mark
+    it as a language model's for OpenVINO (`nnfactory_graph._mark_llm`)."""
+    nnfactory_graph._mark_llm()(f._mm)
 
 
 def strided_slice(

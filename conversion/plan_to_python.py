@@ -357,8 +357,9 @@ def plan_to_python(
         f'{usage}."""\n'
     )
     helpers = ["strided_slice", "unpack_array", "weight_arrays"]
-    if any("compile_with_snippets(" in builder for builder in program.builders):
-        helpers.insert(0, "compile_with_snippets")
+    for helper in ("mark_llm", "mark_decompression", "compile_with_snippets"):
+        if any(f"{helper}(" in builder for builder in program.builders):
+            helpers.insert(0, helper)
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
         imports.append("from forge.conversion.cpu_kernels import PackedLinear")
@@ -406,6 +407,8 @@ def _spec(spec: GraphInput) -> str:
         text += f", reduce_dim={spec.reduce_dim}"
     if spec.constant:
         text += ", constant=True"
+    if spec.transposed:
+        text += ", transposed=True"
     return f"GraphInput({text})"
 
 

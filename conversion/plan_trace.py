@@ -164,6 +164,8 @@ class SegmentTrace:
         storage = "" if spec.storage == "float" else f', "{spec.storage}"'
         if spec.storage == "int8":
             storage += f", reduce_dim={spec.reduce_dim}"
+        if spec.transposed:
+            storage += ", transposed=True"
         key = f'"{weight}"' if re.fullmatch(r"[\w.\-]*", weight) else repr(weight)
         call = f"weight_arrays(W[{key}], {literal(np.dtype(spec.dtype))}{storage})"
         self.lines.append((f"{tuple_text(names)} = {call}", ""))
@@ -190,6 +192,14 @@ class SegmentTrace:
         self._calls_at_op = 0
         self.lines.append((f"f.{attribute} = {literal(value, self._name)}", ""))
 
+    def mark_decompression(self, convert: Any) -> None:
+        self.lines.append((f"mark_decompression({self._node(convert) or '?'})", ""))
+
+    def mark_llm(self) -> None:
+        self._note_empty_op()
+        self._calls_at_op = 0
+        self.lines.append(("mark_llm(f)", "OpenVINO then keeps the fp16 weights fp16"))
+
     def slice(self, args: tuple[Any, ...], node: Any) -> None:
         _, x, begin, end, stride, _, begin_mask, _, end_mask = args
         nodes = ", ".join(self._node(n) or "?" for n in (x, begin, end, stride))
@@ -212,10 +222,47 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
 
     GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
     try:
-        with _recording_slices(trace):
+        with _recording_slices(trace), _recording_marks(trace):
             yield
     finally:
         GraphInput.arrays = arrays  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _recording_marks(trace: SegmentTrace) -> Iterator[None]:
+    """`GraphBuilder.widen` and `_compile` mark fp16 weights' Converts and the graph
+    through bindings of their own, not the factory: route them through `trace`."""
+    decompression, llm = nnfactory_graph._mark_decompression, nnfactory_graph._mark_llm
+
+    def recording_decompression() -> Callable[..., Any] | None:
+        fn = decompression()
+        if fn is None:
+            return None
+
+        def call(node: Any) -> None:
+            fn(node)
+            trace.mark_decompression(node)
+
+        return call
+
+    def recording_llm() -> Callable[..., Any] | None:
+        fn = llm()
+        if fn is None:
+            return None
+
+        def call(mm: Any) -> None:
+            fn(mm)
+            trace.mark_llm()
+
+        return call
+
+    nnfactory_graph._mark_decompression = recording_decompression  # type: ignore[assignment]
+    nnfactory_graph._mark_llm = recording_llm  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        nnfactory_graph._mark_decompression = decompression  # type: ignore[assignment]
+        nnfactory_graph._mark_llm = llm  # type: ignore[assignment]
 
 
 @contextlib.contextmanager

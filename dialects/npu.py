@@ -740,7 +740,7 @@ def weight_in_out(op: LinearOp | AddmmOp | FusedLinearOp) -> bool:
 
 PROGRAM_PRECISION = "npu.precision"
 """Function attribute npu-assign-precision writes: the whole-program precision (one of
-`dtypes.PRECISIONS`), which sets the activations' dtype; absent means fp32."""
+`dtypes.PRECISIONS`), which sets how linear weights are stored; absent means fp32."""
 
 
 def program_precision(function: func.FuncOp) -> str | None:
@@ -862,8 +862,8 @@ def weight_storage(value: SSAValue, precision: str) -> str | None:
     """The precision (`WEIGHT_PRECISIONS`) weight `value` is stored at when the program
     runs at `precision`; None when it is not a linear weight (it follows the activations).
 
-    The one rule the executor and the cost model share: fp32 and fp16 store every weight
-    at that width and int8 every linear weight as int8; under mixed the `precision`
+    The one rule the executor and the cost model share: fp32, fp16 and int8 store every
+    linear weight at that width (other weights follow the activations); under mixed the `precision`
     attributes npu-assign-precision wrote decide (the most precise among the weight's
     users), and an unannotated weight is int8."""
     if not is_linear_weight(value):

@@ -6,8 +6,9 @@ as `--precision` choices without importing torch at start-up."""
 from __future__ import annotations
 
 PRECISIONS = ("fp32", "fp16", "int8", "mixed")
-"""Whole-program precisions: fp32/fp16 weights and activations, int8 weight-only, or
-mixed (each linear's weight fp16 or int8 by measured sensitivity)."""
+"""Whole-program precisions, by how linear weights are stored: fp32, fp16, int8, or mixed
+(each linear's weight fp16 or int8 by measured sensitivity). On this CPU's OpenVINO
+plugin the activations are fp32 under every one (docs/executor.md, Precisions)."""
 
 QUANTIZED_PRECISIONS = ("int8", "mixed")
 """Precisions under which linear weights may be stored as int8."""

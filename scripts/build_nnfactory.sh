@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=10  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=12  # bump when the patches below change, to force a rebuild
 OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -115,6 +115,29 @@ method = (
     "        return constant.get();\n"
     "    }\n\n"
 )
+src = src.replace(anchor, method + anchor)
+# `mark_llm` gives the model a one-element state read and written through a
+# ScaledDotProductAttention: the CPU plugin's test for a large language model (an SDPA
+# and a variable; plugin.cpp, getModelType). Only for such a model does its
+# FullyConnected keep f16 weights f16 and widen them in the kernel, which halves the
+# bytes a decode step reads (dnnl_fullyconnected_primitive.cpp,
+# useWeightsDecompressionImpl); any other model gets them widened to f32 at compile.
+old = '        model = std::make_shared<ov::Model>(results, parameters, "NNFactory");'
+assert old in src, "nn_factory.h changed upstream; update the mark_llm patch"
+src = src.replace(old, '        model = std::make_shared<ov::Model>(results, sinks, parameters, "NNFactory");')
+anchor = "    void result(ov::op::Op* op) {"
+assert anchor in src, "nn_factory.h changed upstream; update the mark_llm patch"
+method = (
+    "    ov::SinkVector sinks;\n\n"
+    "    void mark_llm() {\n"
+    "        ov::op::util::VariableInfo info{ov::PartialShape{1, 1, 1, 1}, ov::element::f32, \"forge_llm_marker\"};\n"
+    "        auto variable = std::make_shared<ov::op::util::Variable>(info);\n"
+    "        auto init = ov::opset13::Constant::create(ov::element::f32, ov::Shape{1, 1, 1, 1}, {0.0f});\n"
+    "        auto state = std::make_shared<ov::opset13::ReadValue>(init, variable);\n"
+    "        auto sdpa = std::make_shared<ov::opset13::ScaledDotProductAttention>(state, state, state, false);\n"
+    "        sinks.push_back(std::make_shared<ov::opset13::Assign>(sdpa, variable));\n"
+    "    }\n\n"
+)
 open(header, "w").write(src.replace(anchor, method + anchor))
 src = open(bindings).read()
 anchor = "intel_npu_acceleration_library_DLL_API ov::op::Op* matmul("
@@ -126,6 +149,22 @@ function = (
     "    ov::element::Type_t ov_dtype = intel_npu_acceleration_library::dtype_from_string(std::string(dtype));\n"
     "    std::vector<size_t> shape(data, data + size);\n"
     "    return factory->constant_shared(ov_dtype, shape, dst);\n"
+    "}\n\n"
+)
+src = src.replace(anchor, function + anchor, 1)
+# `mark_decompression` marks a Convert of narrow constant weights as a decompression
+# (what OpenVINO's IR reader does for a model saved with f16 weights): the CPU plugin
+# then keeps the weights narrow and its FullyConnected kernels read them directly,
+# where an unmarked Convert is folded into a wide copy at compile. The wheel's headers
+# do not ship transformations/rt_info/decompression.hpp; libopenvino exports the
+# function, so it is declared here (with C++ linkage: bindings.cpp is one extern "C" block).
+function = (
+    "intel_npu_acceleration_library_DLL_API void mark_llm(intel_npu_acceleration_library::ModelFactory* factory) {\n"
+    "    factory->mark_llm();\n"
+    "}\n\n"
+    "extern \"C++\" { namespace ov { void mark_as_decompression(const std::shared_ptr<ov::Node>& node); } }\n\n"
+    "intel_npu_acceleration_library_DLL_API void mark_decompression(ov::op::Op* op) {\n"
+    "    ov::mark_as_decompression(op->shared_from_this());\n"
     "}\n\n"
 )
 src = src.replace(anchor, function + anchor, 1)

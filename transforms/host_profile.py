@@ -96,6 +96,10 @@ class KernelTiming:
     """The MLPs with int8 weights, the activation fused into the FullyConnected."""
     int8_apart_ms: float | None = None
     """The same with the activation computed after it (`apart`'s form)."""
+    fp16_wide_ms: float | None = None
+    """The MLPs with fp16 weights stored as fp32 values (fp32 kernels)."""
+    fp16_narrow_ms: float | None = None
+    """The same weights kept fp16, widened in OpenVINO's kernel (`FP16_KERNELS`)."""
 
     @property
     def kernel(self) -> str:
@@ -122,6 +126,15 @@ class KernelTiming:
             return "fused"
         faster = self.int8_apart_ms < self.int8_fused_ms * (1 - INT8_KERNEL_MARGIN)
         return "apart" if faster else "fused"
+
+    @property
+    def fp16_kernel(self) -> str:
+        """For fp16 weights: "narrow" where keeping them fp16 measured
+        `FP16_KERNEL_MARGIN` faster than their values as fp32, else "wide"."""
+        if self.fp16_wide_ms is None or self.fp16_narrow_ms is None:
+            return "wide"
+        faster = self.fp16_narrow_ms < self.fp16_wide_ms * (1 - FP16_KERNEL_MARGIN)
+        return "narrow" if faster else "wide"
 
     @property
     def snippets_baseline_ms(self) -> float:
@@ -151,6 +164,13 @@ INT8_KERNEL_MARGIN = 0.015
 """How much faster the activation computed apart must make the int8 MLPs: the kernel is
 the same, only where the activation runs differs, so the difference is small (on an AMD
 EPYC Zen 3, 2% at 128 rows, GPT-2's int8 TTFT 2.5%), and a tie keeps OpenVINO's form."""
+
+FP16_KERNEL_MARGIN = 0.05
+"""How much faster fp16 weights kept fp16 must make the MLPs than their values as fp32:
+the kernels differ (OpenVINO's brgemm widening fp16 in the kernel against MLAS), so a
+near tie keeps the fp32 kernels. On an AMD EPYC Zen 3 (2 cores, AVX2) kept fp16 was
+1.75x faster at 1 row (12 GPT-2 linears 3.05 against 5.33 ms) and 1.5x slower at 100
+rows (62.5 against 41.4 ms): the decode step reads, the prompt computes."""
 
 SNIPPETS_MARGIN = 0.015
 """How much faster snippets must make the kernel suite's graph: the same kernels with
@@ -233,6 +253,11 @@ class HostProfile:
         """(rows, kernel) per measured row count for int8-weight linears
         (`forge.conversion.kernel_choice.linear_kernels`' `int8`)."""
         return tuple((k.rows, k.int8_kernel) for k in self.kernels)
+
+    def fp16_kernel_rule(self) -> tuple[tuple[int, str], ...]:
+        """(rows, form) per measured row count for fp16 weights
+        (`forge.conversion.kernel_choice.linear_kernels`' `fp16`)."""
+        return tuple((k.rows, k.fp16_kernel) for k in self.kernels)
 
     def snippets_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, snippets on) per measured row count, as conversion reads it
@@ -345,6 +370,8 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
             _number(k, "snippets_off_ms", where) if "snippets_off_ms" in k else None,
             _number(k, "int8_fused_ms", where) if "int8_fused_ms" in k else None,
             _number(k, "int8_apart_ms", where) if "int8_apart_ms" in k else None,
+            _number(k, "fp16_wide_ms", where) if "fp16_wide_ms" in k else None,
+            _number(k, "fp16_narrow_ms", where) if "fp16_narrow_ms" in k else None,
         )
         for k in _list(data, "kernels" if "kernels" in data else "activations", where)
     )

@@ -1,8 +1,8 @@
 """npu-assign-precision: decide at which precision every linear weight is stored.
 
 The one place a precision is decided. With `precision` other than fp32 the pass records
-the whole-program precision on each function (`npu.precision`, which sets the
-activations' dtype: fp16 graphs under fp16, fp32 otherwise) and gives every weighted
+the whole-program precision on each function (`npu.precision`, which the executor
+runs at; its activations are fp32 under every precision here) and gives every weighted
 linear op (`npu.WEIGHTED_LINEAR_OPS`) whose weight is a 2-D float function argument a
 `precision` attribute: fp16 under fp16, int8 under int8, and under mixed fp16 for the
 weights named in `fp16-weights` (the measured most int8-sensitive layers,

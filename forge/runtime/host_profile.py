@@ -44,6 +44,7 @@ from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.kernel_choice import (
+    FP16_KERNELS,
     INT8_KERNELS,
     LINEAR_KERNELS,
     linear_kernels,
@@ -69,10 +70,11 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "8"
+SUITE = "9"
 """The suite's own version: changing what it measures invalidates every cached profile
 (7: `apart` computes a tanh GELU through Sigmoid, not Tanh; 8: OpenVINO's snippets off
-against on, per row count, and the int8 MLPs' activation fused against apart)."""
+against on, per row count, and the int8 MLPs' activation fused against apart; 9: fp16
+weights as fp32 values against kept fp16)."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
     (1, 768, 768, ""),
@@ -407,6 +409,17 @@ def int8_forms(rows: int, layers: int) -> Pair:
     return tuple(forms)
 
 
+def fp16_forms(rows: int, layers: int) -> Pair:
+    """The MLPs of `_mlps` with fp16 weights, as one NNFactory graph in each form of
+    `FP16_KERNELS`: (wide, narrow)."""
+    graph = _mlps(rows, layers)
+    forms = []
+    for form in FP16_KERNELS:
+        with linear_kernels((), fp16=((rows, form),)):
+            forms.append(graph.segment(precision="fp16"))
+    return tuple(forms)
+
+
 def snippets_pair(rows: int, layers: int, kernel: str) -> Pair:
     """`_transformer_layers` with the linears in the form `kernel`, compiled with
     OpenVINO's snippets off and on (`snippets_by_rows`)."""
@@ -561,6 +574,7 @@ def build_profile() -> dict[str, Any]:
         # Snippets in the form each row count chose, off against on, and the int8 MLPs'
         # two forms: pairs of graphs, in rounds of their own.
         graph_pairs = {f"int8 {rows}": int8_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
+        graph_pairs |= {f"fp16 {rows}": fp16_forms(rows, layers) for rows, layers in KERNEL_BUCKETS}
         graph_pairs |= {
             f"snippets {rows}": snippets_pair(
                 rows, layers, KernelTiming(rows, *times[f"kernels {rows}"]).kernel
@@ -603,6 +617,7 @@ def build_profile() -> dict[str, Any]:
         off, on = times[f"snippets {rows}"]
         forms |= {"snippets_off": off, "snippets": on}
         forms |= dict(zip(("int8_fused", "int8_apart"), times[f"int8 {rows}"], strict=True))
+        forms |= dict(zip(("fp16_wide", "fp16_narrow"), times[f"fp16 {rows}"], strict=True))
         kernel_times.append({"rows": rows} | {f"{k}_ms": round(ms, 4) for k, ms in forms.items()})
     whole_ms, split_ms = times["transition"]
     settings: dict[str, Any] = {
@@ -743,6 +758,11 @@ def format_profile(loaded: LoadedProfile) -> str:
             lines.append(
                 f"  int8 linear kernels, {k.rows} row(s): activation fused "
                 f"{k.int8_fused_ms:.3f} ms, apart {k.int8_apart_ms:.3f} ms -> {k.int8_kernel}"
+            )
+        if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None:
+            lines.append(
+                f"  fp16 weights, {k.rows} row(s): as fp32 values {k.fp16_wide_ms:.3f} ms, "
+                f"kept fp16 {k.fp16_narrow_ms:.3f} ms -> {k.fp16_kernel}"
             )
         if k.snippets_ms is not None:
             lines.append(

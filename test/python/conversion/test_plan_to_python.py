@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CPU_PROFILE, TinyModel, load_tiny
+from conftest import CPU_PROFILE, PROFILES, TinyModel, load_tiny
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.graph_call import GraphCall
+from forge.conversion.kernel_choice import host_choices
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
 from forge.conversion.plan_to_python import plan_to_python
 from forge.conversion.segments import GRANULARITIES, arena_layout
@@ -27,6 +28,7 @@ from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import linear_ops
 from forge.tools.forge_opt import main
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.host_profile import load_profile
 
 SAMPLE = Path(__file__).parents[2] / "samples" / "gpt2_attention.mlir"
 
@@ -47,19 +49,26 @@ def run_program(
 
 
 def check_program(
-    tiny: TinyModel, module: ModuleOp, precision: str, granularity: str, weights_as: str
+    tiny: TinyModel,
+    module: ModuleOp,
+    precision: str,
+    granularity: str,
+    weights_as: str,
+    profile: Path | None = None,
 ) -> str:
-    """The printed program, run, gives the executor's outputs bit for bit."""
+    """The printed program, run, gives the executor's outputs bit for bit (both built
+    under `profile`'s kernel choices, as `compile_model` builds with it)."""
     program = tiny.program
-    executor = CompiledNPUExecutor(
-        module,
-        program.weights,
-        len(program.input_names),
-        precision,
-        granularity,
-        weights_as=weights_as,
-    )
-    source = plan_to_python(module, precision, granularity, weights_as)
+    with host_choices(load_profile(profile) if profile else None):
+        executor = CompiledNPUExecutor(
+            module,
+            program.weights,
+            len(program.input_names),
+            precision,
+            granularity,
+            weights_as=weights_as,
+        )
+    source = plan_to_python(module, precision, granularity, weights_as, profile=str(profile or ""))
     assert source.count(" = seg") + source.count("\n    seg") >= len(executor.segments)
     assert f"{len(executor.segments)} NNFactory segment(s)" in source
     assert f"{executor.static_transitions()} NPU<->CPU transition(s)" in source
@@ -138,7 +147,11 @@ def test_head_on_the_cpu_prints_packed_linear() -> None:
     assert re.search(rf"\n    \w+ = {head.group(1)}\(\w+\)\n    return", source)
 
 
-def test_mixed_follows_the_precision_attributes() -> None:
+@pytest.mark.parametrize("fp16_form", ["wide", "narrow"])
+def test_mixed_follows_the_precision_attributes(fp16_form: str) -> None:
+    """fp16 weights print in the form the host profile's rule gives them: their values
+    as fp32 (no fp16 measurement), or (measured faster) kept fp16 behind a Convert
+    marked as a decompression, in a graph marked as a language model's."""
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()
     plan(module)
@@ -147,12 +160,19 @@ def test_mixed_follows_the_precision_attributes() -> None:
     linears[0].attributes["precision"] = StringAttr("fp16")
     linears[1].attributes["precision"] = StringAttr("fp32")
     linears[2].attributes["precision"] = StringAttr("int8")
+    storage = "fp16" if fp16_form == "narrow" else "fp16_as_fp32"
     for weights_as in ("constants", "parameters"):
-        source = check_program(tiny, module, "mixed", "segment", weights_as)
-        assert '"fp16")' in source and '"int8", reduce_dim=' in source
+        profile = (
+            PROFILES / f"host-profile-{'fp16-narrow' if fp16_form == 'narrow' else 'npu'}.json"
+        )
+        source = check_program(tiny, module, "mixed", "segment", weights_as, profile)
+        assert f'"{storage}"' in source and '"int8", reduce_dim=' in source
         if weights_as == "parameters":
             assert 'GraphInput(np.float32, "int8", reduce_dim=' in source
-            assert 'GraphInput(np.float32, "fp16")' in source
+            assert f'GraphInput(np.float32, "{storage}")' in source
+        marked = fp16_form == "narrow" and weights_as == "constants"
+        assert ("mark_decompression(" in source) == marked
+        assert ("mark_llm(f)" in source) == marked
 
 
 def test_identical_layers_share_one_graph() -> None:

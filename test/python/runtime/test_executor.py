@@ -13,8 +13,10 @@ import pytest
 import torch
 from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
+from forge.conversion.kernel_choice import FP16_KERNELS, linear_kernels
 from forge.devtools.numerics import compare, eager_outputs
 from forge.diagnostics import ForgeError
+from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
@@ -112,6 +114,31 @@ def test_fp16_runs_within_loose_tolerance(name: str) -> None:
         assert a.dtype == e.dtype and a.shape == e.shape
         scale = max(1.0, float(e.abs().max()))
         assert float((a.float() - e.float()).abs().max()) / scale <= FP16_REL
+
+
+@pytest.mark.parametrize("form", FP16_KERNELS)
+def test_fp16_forms_compute_with_the_fp16_values(form: str) -> None:
+    """Both forms of fp16 weights (`FP16_KERNELS`) compute what fp32 computes with each
+    linear weight rounded to fp16: the same values, only OpenVINO's kernel differs."""
+    tiny, _, module = planned("gpt2")
+    program = tiny.program
+    num_inputs = len(program.input_names)
+    with linear_kernels((), fp16=((1, form),)):
+        executor = executor_for(tiny, module, precision="fp16")
+    stored = {spec.storage for s in executor.segments for spec in s.call.inputs if spec}
+    assert ("fp16" if form == "narrow" else "fp16_as_fp32") in stored
+    args = entry_function(module).body.block.args[num_inputs:]
+    linear = {a.name_hint for a in args if npu.is_linear_weight(a)}
+    assert linear
+    rounded = {
+        name: w.half().float() if name in linear else w for name, w in program.weights.items()
+    }
+    reference = CompiledNPUExecutor(module, rounded, num_inputs, "fp32")
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
+    for a, e in zip(executor(*inputs), reference(*inputs), strict=True):
+        assert a.dtype == e.dtype == torch.float32 and a.shape == e.shape
+        scale = max(1.0, float(e.abs().max()))
+        assert float((a - e).abs().max()) / scale <= 1e-4
 
 
 def test_compile_model_reports_every_phase() -> None:

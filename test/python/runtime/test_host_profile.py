@@ -15,6 +15,7 @@ import pytest
 from conftest import CPU_PROFILE, NPU_PROFILE
 
 from forge.cli import main
+from forge.conversion.kernel_choice import fp16_form, linear_kernels
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime import host_profile
 from forge.runtime.doctor import profile_summary
@@ -132,6 +133,32 @@ def test_int8_activation_goes_apart_only_where_it_measured_faster() -> None:
     assert both.kernel_rule() == ((1, "fused"), (128, "apart"))  # the fp32 rule apart
 
 
+def test_fp16_weights_stay_fp16_only_where_it_measured_faster() -> None:
+    """Kept fp16 against the same values as fp32: "narrow" needs `FP16_KERNEL_MARGIN`
+    (5%); a tie, a loss, or no measurement keeps them "wide"."""
+    decode = KernelTiming(1, 3.0, 3.0, 3.1, fp16_wide_ms=3.15, fp16_narrow_ms=1.73)
+    tie = KernelTiming(8, 3.0, 3.0, 3.1, fp16_wide_ms=3.0, fp16_narrow_ms=2.9)
+    prompt = KernelTiming(128, 7.0, 6.5, 7.1, fp16_wide_ms=16.0, fp16_narrow_ms=16.6)
+    unmeasured = KernelTiming(1, 3.0, 3.0, 3.1)
+    assert [t.fp16_kernel for t in (decode, tie, prompt, unmeasured)] == [
+        "narrow",
+        "wide",
+        "wide",
+        "wide",
+    ]
+    profile = synthetic(10.0, 13.0, 0.1)
+    both = HostProfile(profile.key, 0.1, 0.01, profile.linears, kernels=(decode, prompt))
+    assert both.fp16_kernel_rule() == ((1, "narrow"), (128, "wide"))
+    with linear_kernels((), fp16=both.fp16_kernel_rule()):
+        assert [fp16_form(rows) for rows in (1, 4, 100, 4096)] == [
+            "narrow",
+            "narrow",
+            "wide",
+            "wide",
+        ]
+    assert fp16_form(1) == "wide"  # no rule in force
+
+
 def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:
     data = json.loads(NPU_PROFILE.read_text())
     data["kernels"] = [
@@ -145,12 +172,15 @@ def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:
             "snippets_ms": 7.6,
             "int8_fused_ms": 9.0,
             "int8_apart_ms": 8.5,
+            "fp16_wide_ms": 8.0,
+            "fp16_narrow_ms": 6.0,
         },
     ]
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
     assert read_profile(path).snippets_rule() == ((1, False), (128, True))
     assert read_profile(path).int8_kernel_rule() == ((1, "fused"), (128, "apart"))
+    assert read_profile(path).fp16_kernel_rule() == ((1, "wide"), (128, "narrow"))
 
 
 def test_kernels_are_read_from_the_file(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from forge.conversion.graph_call import quantize_int8
+from forge.conversion.kernel_choice import linear_kernels
 from forge.conversion.nnfactory_graph import graph_input
 from forge.devtools.numerics import agreement, eager_outputs
 from forge.dialects import npu
@@ -54,8 +55,16 @@ def test_graph_input_quantizes_only_linear_weights() -> None:
     assert graph_input(w2, "int8").reduce_dim == 0  # addmm's [in, out]: one per column
     assert graph_input(x, "int8").storage == "float"  # an activation, not a weight
     assert graph_input(b, "int8").storage == "float"  # a bias is 1-D
-    for precision in ("fp32", "fp16"):
-        assert graph_input(w, precision).storage == "float"
+    assert graph_input(w, "fp32").storage == "float"
+    # fp16 weights: their fp16 values as fp32, unless the host profile measured them
+    # faster kept fp16 at these rows (`FP16_KERNELS`); a bias is not a linear weight.
+    assert graph_input(w, "fp16").storage == "fp16_as_fp32"
+    assert graph_input(b, "fp16").storage == "float"
+    with linear_kernels((), fp16=((1, "narrow"),)):
+        assert graph_input(w, "fp16").storage == "fp16"
+        assert not graph_input(w2, "fp16").transposed  # bound per call: as it is
+        assert graph_input(w2, "fp16", constant=True).transposed  # [in, out] kept [out, in]
+        assert not graph_input(w, "fp16", constant=True).transposed
 
 
 def test_precision_attribute_decides_under_mixed() -> None:
@@ -64,7 +73,9 @@ def test_precision_attribute_decides_under_mixed() -> None:
     linear = next(op for op in function.body.block.ops if isinstance(op, npu.LinearOp))
     assert graph_input(w, "mixed").storage == "int8"
     linear.attributes["precision"] = StringAttr("fp16")
-    assert graph_input(w, "mixed").storage == "fp16"
+    assert graph_input(w, "mixed").storage == "fp16_as_fp32"
+    with linear_kernels((), fp16=((1, "narrow"),)):
+        assert graph_input(w, "mixed").storage == "fp16"
     assert graph_input(w, "int8").storage == "int8"  # int8 quantizes every linear
     linear.attributes["precision"] = StringAttr("fp32")
     assert graph_input(w, "mixed").storage == "float"
@@ -114,7 +125,9 @@ def test_mixed_with_every_linear_at_fp32_matches_eager() -> None:
 
 def test_mixed_with_every_linear_at_fp16_is_between() -> None:
     executor, fp16 = run_tiny("gpt2", "mixed", annotate="fp16")
-    assert any(s.storage == "fp16" for seg in executor.segments for s in seg.graph_inputs)
+    assert any(
+        s.storage in ("fp16", "fp16_as_fp32") for seg in executor.segments for s in seg.graph_inputs
+    )
     _, int8 = run_tiny("gpt2", "int8")
     assert 0.0 < fp16.max_abs < int8.max_abs
 
