@@ -131,6 +131,9 @@ class CompiledGraph:
     """Per segment output: (from a graph result?, index of the result or the input)."""
     keepalive: list[np.ndarray] = field(default_factory=list)
     """Arrays the graph's constants share memory with (see `GraphBuilder.weight`)."""
+    copies: list[np.ndarray] = field(default_factory=list)
+    """Those of `keepalive` made for the graph (converted or quantized weights), not the
+    model's own memory."""
     spilled: list[tuple[int, int]] = field(default_factory=list)
     """The `weight_spill` regions of `keepalive` this graph moved out of memory."""
     baked: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
@@ -144,16 +147,16 @@ class CompiledGraph:
             return False
         return all(ref() is tensor for ref, tensor in zip(self.baked, tensors, strict=True))
 
-    def spill_weights(self, folder: Path) -> int:
-        """Move the memory of the constants out of the resident set (`weight_spill`),
-        once OpenVINO holds its packed copy; the bytes moved. Raises
-        `SpillUnavailable` or OSError when nothing could move."""
+    def spill_weights(self, folder: Path, copies_only: bool = False) -> int:
+        """Move the memory of the constants (or only of the `copies` made for the graph)
+        out of the resident set (`weight_spill`), once OpenVINO holds its packed copy;
+        the bytes moved. Raises `SpillUnavailable` or OSError when nothing could move."""
         if self.factory is None:
             return 0
         if not self.spilled:
             weakref.finalize(self, _release_regions, self.spilled).atexit = False
         moved = 0
-        for array in self.keepalive:
+        for array in self.copies if copies_only else self.keepalive:
             if weight_spill.region_of(array) in self.spilled:
                 continue
             key = weight_spill.spill(array, folder)
@@ -446,8 +449,14 @@ def _compile(
     )
     with snippets_env(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
+    kept = {id(array) for array in builder.keepalive}
     return CompiledGraph(
-        factory, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
+        factory,
+        time.perf_counter() - start,
+        tuple(specs),
+        tuple(sources),
+        builder.keepalive,
+        copies=[array for array in builder.copies if id(array) in kept],
     )
 
 
@@ -517,6 +526,9 @@ class GraphBuilder:
         """How each segment input is stored (`GraphInput.storage`)."""
         self.transposed: set[SSAValue] = set()
         """Inputs whose node holds their transpose (`GraphInput.transposed`)."""
+        self.copies: list[np.ndarray] = []
+        """Constant arrays made for the graph, not the model's memory (`CompiledGraph.
+        copies`)."""
         self.decompressed = False
         """Whether a Convert of fp16 weights was marked as a decompression: the graph is
         then compiled marked as a language model's (`_mark_llm`), so that OpenVINO
@@ -538,7 +550,10 @@ class GraphBuilder:
         self.storages[value] = spec.storage
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
-            stored = [self.weight(array) for array in spec.arrays(tensor)]
+            arrays = spec.arrays(tensor)
+            stored = [self.weight(array) for array in arrays]
+            start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.nbytes
+            self.copies += [a for a in arrays if not start <= a.ctypes.data < end]
             if spec.transposed:
                 self.transposed.add(value)
         elif spec.storage == "int8":

@@ -121,6 +121,32 @@ def test_collecting_the_model_releases_its_memory_with_the_same_outputs(
     assert weight_spill.spilled_bytes() == spilled  # the graphs' release restored all
 
 
+def test_weights_converted_for_the_graphs_leave_memory_at_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """int8 matrices (and fp16 values) are the graphs' own copies, not the model's
+    memory: they are spilled once compiled, with the model alive, and the outputs stay
+    bit for bit; fp32 graphs share the model's memory and spill nothing then."""
+    import forge
+
+    monkeypatch.setattr(weight_spill, "MIN_BYTES", weight_spill.PAGE)
+    model = models.build_model("gpt2", tiny=True, seed=9103)
+    args, kwargs = models.example_inputs(model, seq=8)
+    fp32 = forge.compile(model, args, kwargs)
+    assert fp32.executor.spilled_copy_bytes == 0
+    spilled = weight_spill.spilled_bytes()
+    int8 = forge.compile(model, args, kwargs, precision="int8")
+    assert int8.executor.spilled_copy_bytes > 0, int8.executor.notes
+    assert weight_spill.spilled_bytes() == spilled + int8.executor.spilled_copy_bytes
+    monkeypatch.setenv("FORGE_RELEASE_WEIGHTS", "0")
+    nnfactory_graph.clear_cache()  # a graph of its own, its copies kept resident
+    kept = forge.compile(model, args, kwargs, precision="int8")
+    assert kept.executor.spilled_copy_bytes == 0
+    torch.testing.assert_close(
+        int8(*args, **kwargs).logits, kept(*args, **kwargs).logits, rtol=0, atol=0
+    )
+
+
 def test_release_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORGE_RELEASE_WEIGHTS", "0")
     model, compiled, _, _ = compiled_tiny(monkeypatch, seed=9102)
