@@ -825,12 +825,13 @@ KERNEL_REASONS = {
 
 
 def _kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
-    """For an fp32 or int8 program: a note naming the linears the host profile's kernel
-    rule (`host_choices`) moves off OpenVINO's own choice, with the times behind it."""
+    """A note naming the linears the host profile's kernel rule (`host_choices`) moves
+    off OpenVINO's own choice (fp32, int8) or whose fp16 weights it keeps fp16 (fp16,
+    mixed), with the times behind it."""
     if precision == "int8":
         return _int8_kernel_note(function, profile)
     if precision != "fp32":
-        return ""
+        return _fp16_kernel_note(function, profile, precision)
     rule = profile.kernel_rule()
     moved: dict[str, list[int]] = {}
     for op in function.walk():
@@ -878,6 +879,32 @@ def _int8_kernel_note(function: func.FuncOp, profile: HostProfile) -> str:
         f"{len(rows)} int8 linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
         f"with the activation computed after OpenVINO's FullyConnected (host profile: "
         f"{measured})"
+    )
+
+
+def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
+    """The row counts whose fp16 weights stay fp16 in OpenVINO's kernel, with the times
+    behind it (nothing when none do: they go in as their fp16 values in fp32)."""
+    rule = profile.fp16_kernel_rule()
+    rows = {
+        linear_rows(op)
+        for op in function.walk()
+        if isinstance(op, npu.WEIGHTED_LINEAR_OPS)
+        and device_of(op) != "cpu"
+        and npu.weight_storage(op.weight, precision) == "fp16"
+    }
+    kept = sorted(r for r in rows if rule and linear_kernel(rule, r) == "narrow")
+    if not kept:
+        return ""
+    measured = ", ".join(
+        f"{k.rows} row(s) as fp32 values {k.fp16_wide_ms:.3g} ms, "
+        f"kept fp16 {k.fp16_narrow_ms:.3g} ms"
+        for k in profile.kernels
+        if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None
+    )
+    return (
+        f"fp16 weights kept fp16 in OpenVINO's kernel for linears of "
+        f"{', '.join(map(str, kept))} row(s) (host profile: {measured})"
     )
 
 

@@ -248,6 +248,7 @@ def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
 
 
 APART_PROFILE = NPU_PROFILE.with_name("host-profile-apart.json")
+FP16_PROFILE = NPU_PROFILE.with_name("host-profile-fp16-narrow.json")
 
 
 def _mlp(rows: int) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -257,6 +258,24 @@ def _mlp(rows: int) -> tuple[torch.nn.Module, torch.Tensor]:
         torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)
     ).eval()
     return model, torch.randn(rows, 32) * 3
+
+
+def test_profile_keeps_fp16_weights_fp16_with_a_note() -> None:
+    """A profile that measured fp16 weights faster kept fp16: the graphs keep them fp16,
+    a note says so with the times, and the outputs are those of the fp16 values in fp32
+    (the form a profile without that measurement gives) to fp32 rounding."""
+    model, x = _mlp(2)
+    narrow, report = compile_model(model, (x,), precision="fp16", profile=str(FP16_PROFILE))
+    wide, wide_report = compile_model(model, (x,), precision="fp16", profile=str(NPU_PROFILE))
+    assert [n for n in report.notes if n.startswith("fp16 weights")] == [
+        "fp16 weights kept fp16 in OpenVINO's kernel for linears of 2 row(s) (host "
+        "profile: 1 row(s) as fp32 values 2 ms, kept fp16 1 ms, 128 row(s) as fp32 values "
+        "6 ms, kept fp16 5 ms)"
+    ]
+    assert not any(n.startswith("fp16 weights") for n in wide_report.notes)
+    stored = {spec.storage for s in narrow.segments for spec in s.call.inputs if spec}
+    assert "fp16" in stored and "fp16_as_fp32" not in stored
+    torch.testing.assert_close(narrow(x)[0], wide(x)[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("rows", [2, 128])
