@@ -71,9 +71,10 @@ graph's float activations: fp32 at every precision, as this CPU has no fp16 arit
 (OpenVINO's CPU plugin runs an fp16 graph in fp32 anyway, after converting every weight
 back to fp32 at compile: measured 11 s per GPT-2 program and a slower decode).
 
-The precision says how linear weights are stored. `fp16` stores them as fp16, widened
-in-graph by a Convert marked as a decompression, which OpenVINO's FullyConnected reads
-directly (the form OpenVINO's own fp16 IR takes). `int8` stores every linear weight as
+The precision says how linear weights are stored. `fp16` stores their fp16 values in the
+form the host profile measured faster for the rows reading them (`graph_input`,
+`forge.conversion.kernel_choice.FP16_KERNELS`): kept fp16 behind a Convert marked as a
+decompression, or widened to fp32 values. `int8` stores every linear weight as
 int8 with one scale per output channel (weight-only quantization, the graph NNFactory's
 quantized `linear` builds: Convert, Multiply by the scale, MatMul). `mixed` does the
 same except for weights whose op carries `precision = "fp16"` or `"fp32"` (set by
@@ -449,14 +450,13 @@ def _compile(
     )
     with snippets_env(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
-    kept = {id(array) for array in builder.keepalive}
     return CompiledGraph(
         factory,
         time.perf_counter() - start,
         tuple(specs),
         tuple(sources),
         builder.keepalive,
-        copies=[array for array in builder.copies if id(array) in kept],
+        copies=builder.copies,
     )
 
 
@@ -527,8 +527,8 @@ class GraphBuilder:
         self.transposed: set[SSAValue] = set()
         """Inputs whose node holds their transpose (`GraphInput.transposed`)."""
         self.copies: list[np.ndarray] = []
-        """Constant arrays made for the graph, not the model's memory (`CompiledGraph.
-        copies`)."""
+        """Those of `keepalive` made for the graph, not the model's memory
+        (`CompiledGraph.copies`)."""
         self.decompressed = False
         """Whether a Convert of fp16 weights was marked as a decompression: the graph is
         then compiled marked as a language model's (`_mark_llm`), so that OpenVINO
@@ -550,10 +550,11 @@ class GraphBuilder:
         self.storages[value] = spec.storage
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
-            arrays = spec.arrays(tensor)
-            stored = [self.weight(array) for array in arrays]
             start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.nbytes
-            self.copies += [a for a in arrays if not start <= a.ctypes.data < end]
+            stored = [
+                self.weight(array, copy=not start <= array.ctypes.data < end)
+                for array in spec.arrays(tensor)
+            ]
             if spec.transposed:
                 self.transposed.add(value)
         elif spec.storage == "int8":
@@ -589,7 +590,7 @@ class GraphBuilder:
             self.decompressed = True
         return wide
 
-    def weight(self, array: np.ndarray) -> Node:
+    def weight(self, array: np.ndarray, copy: bool = False) -> Node:
         """A weight baked in as a constant. Shared with `array` when the backend can
         (OpenVINO packs it into its kernels' layout at compile time anyway): copying
         GPT-2's 500 MB first cost about a third of a second per compile."""
@@ -598,6 +599,8 @@ class GraphBuilder:
             return self.factory.constant(array)
         array = np.ascontiguousarray(array)
         self.keepalive.append(array)
+        if copy:  # made for the graph, not the model's memory
+            self.copies.append(array)
         shape = np.array(array.shape, dtype=np.uint32)
         dtype = self.factory.get_backend_dtype(array.dtype)
         node = shared(self.factory._mm, shape.size, shape, dtype, array.ctypes.data)

@@ -232,37 +232,32 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
 def _recording_marks(trace: SegmentTrace) -> Iterator[None]:
     """`GraphBuilder.widen` and `_compile` mark fp16 weights' Converts and the graph
     through bindings of their own, not the factory: route them through `trace`."""
-    decompression, llm = nnfactory_graph._mark_decompression, nnfactory_graph._mark_llm
+    originals = {
+        "_mark_decompression": (nnfactory_graph._mark_decompression, trace.mark_decompression),
+        "_mark_llm": (nnfactory_graph._mark_llm, lambda _mm: trace.mark_llm()),
+    }
 
-    def recording_decompression() -> Callable[..., Any] | None:
-        fn = decompression()
-        if fn is None:
-            return None
+    def recording(binding: Callable[[], Any], report: Callable[[Any], None]) -> Callable[[], Any]:
+        def get() -> Callable[[Any], None] | None:
+            fn = binding()
+            if fn is None:
+                return None
 
-        def call(node: Any) -> None:
-            fn(node)
-            trace.mark_decompression(node)
+            def call(handle: Any) -> None:
+                fn(handle)
+                report(handle)
 
-        return call
+            return call
 
-    def recording_llm() -> Callable[..., Any] | None:
-        fn = llm()
-        if fn is None:
-            return None
+        return get
 
-        def call(mm: Any) -> None:
-            fn(mm)
-            trace.mark_llm()
-
-        return call
-
-    nnfactory_graph._mark_decompression = recording_decompression  # type: ignore[assignment]
-    nnfactory_graph._mark_llm = recording_llm  # type: ignore[assignment]
+    for name, (binding, report) in originals.items():
+        setattr(nnfactory_graph, name, recording(binding, report))
     try:
         yield
     finally:
-        nnfactory_graph._mark_decompression = decompression  # type: ignore[assignment]
-        nnfactory_graph._mark_llm = llm  # type: ignore[assignment]
+        for name, (binding, _) in originals.items():
+            setattr(nnfactory_graph, name, binding)
 
 
 @contextlib.contextmanager

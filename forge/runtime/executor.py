@@ -264,14 +264,19 @@ class CompiledNPUExecutor:
         step after its prompt) then does not find them resident. The bytes moved."""
         if os.environ.get("FORGE_RELEASE_WEIGHTS", "1") == "0":
             return 0
-        folder = cache_root() / "weights"
+        return self._spill(cache_root() / "weights", copies_only=True)
+
+    def _spill(self, folder: Path, copies_only: bool = False) -> int:
+        """Every graph's constants (or only its `copies`) spilled to `folder`; the bytes
+        moved, and a note when nothing could move."""
         before = spilled_bytes()
         graphs = {id(s.graph): s.graph for s in self.segments if s.graph is not None}
         try:
             for graph in graphs.values():
-                graph.spill_weights(folder, copies_only=True)
+                graph.spill_weights(folder, copies_only=copies_only)
         except (SpillUnavailable, OSError) as e:
-            self.notes.append(f"converted weights stay in memory: {e}")
+            what = "converted weights" if copies_only else "weights"
+            self.notes.append(f"{what} stay in memory: {e}")
         return spilled_bytes() - before
 
     def release_weights(self, folder: Path | None = None) -> int:
@@ -279,15 +284,7 @@ class CompiledNPUExecutor:
         resident set (`forge.conversion.weight_spill`; default folder: the cache
         root's `weights/`): OpenVINO runs its own packed copy. The bytes moved; when
         nothing could move, `notes` says why."""
-        folder = folder or cache_root() / "weights"
-        before = spilled_bytes()
-        graphs = {id(s.graph): s.graph for s in self.segments if s.graph is not None}
-        try:
-            for graph in graphs.values():
-                graph.spill_weights(folder)
-        except (SpillUnavailable, OSError) as e:
-            self.notes.append(f"weights stay in memory: {e}")
-        moved = spilled_bytes() - before
+        moved = self._spill(folder or cache_root() / "weights")
         self.released_bytes += moved
         return moved
 
@@ -893,7 +890,7 @@ def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: st
         and device_of(op) != "cpu"
         and npu.weight_storage(op.weight, precision) == "fp16"
     }
-    kept = sorted(r for r in rows if rule and linear_kernel(rule, r) == "narrow")
+    kept = sorted(r for r in rows if linear_kernel(rule, r) == "narrow")
     if not kept:
         return ""
     measured = ", ".join(
