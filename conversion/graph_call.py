@@ -26,8 +26,7 @@ from forge.diagnostics import ForgeError
 class GraphInput:
     """How a segment input is bound to the graph: one parameter of `dtype`, or (storage
     `int8`) an int8 parameter plus a per-channel scale reduced over `reduce_dim`, or
-    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph, or (storage
-    `fp16_as_fp32`) its fp16 values as a parameter of `dtype`
+    (storage `fp16`) an fp16 parameter widened to `dtype` inside the graph
     (`forge.conversion.kernel_choice.FP16_KERNELS`)."""
 
     dtype: np.dtype
@@ -49,8 +48,6 @@ class GraphInput:
         if self.storage == "fp16":
             t = t.transpose(-2, -1) if self.transposed else t
             return [t.to(torch.float16).contiguous().numpy()]
-        if self.storage == "fp16_as_fp32":
-            t = t.to(torch.float16)
         return [t.to(_torch_for_numpy(self.dtype)).contiguous().numpy()]
 
 

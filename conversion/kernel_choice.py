@@ -81,7 +81,7 @@ def host_choices(profile: HostProfile | None) -> Iterator[None]:
     """Graphs built inside follow `profile`'s measured choices: the fp32 and int8
     linears' kernel forms and the fp16 weights' (`linear_kernels`) and OpenVINO's
     snippets (`snippets_by_rows`); with no profile, OpenVINO's own forms, fp16 weights
-    wide, and no snippets."""
+    narrow, and no snippets."""
     kernels = profile.kernel_rule() if profile else ()
     int8 = profile.int8_kernel_rule() if profile else ()
     fp16 = profile.fp16_kernel_rule() if profile else ()
@@ -155,12 +155,15 @@ _FP16_KERNELS: contextvars.ContextVar[KernelRule] = contextvars.ContextVar(
 )
 
 FP16_KERNELS = ("wide", "narrow")
-"""How fp16 linear weights reach OpenVINO's CPU plugin. "wide": their fp16 values
-stored as fp32 (the plugin's own treatment of an fp16 weight in most graphs: widened
-once at compile), so the fp32 kernels run them. "narrow": stored fp16 behind a Convert
-marked as a decompression in a graph marked as a large language model's (`mark_llm`),
-the one case in which the plugin's FullyConnected keeps them fp16 and widens them in
-the kernel: half the bytes to read, more work per byte. Same values either way."""
+"""How weights `fp16` asks for reach OpenVINO's CPU plugin. "narrow": stored fp16
+behind a Convert marked as a decompression in a graph marked as a large language
+model's (`mark_llm`), the one case in which the plugin's FullyConnected keeps them fp16
+and widens them in the kernel: half the bytes to read, more work per byte. "wide":
+where that does not pay, the weights as they are (fp32, the model's own memory), run
+by the fp32 kernels. Not their fp16 values widened to fp32: a copy the size of the fp32
+weights, made and packed at compile for nothing faster (Llama-3.2-1B's prefill: 7 GB
+more memory touched and 89 s to compile against 45 s on an AMD EPYC Zen 3, 2 cores,
+where first touches of new memory cost about 10 s per GiB)."""
 
 INT8_KERNELS = ("fused", "apart")
 """How an int8-weight linear with an activation reaches OpenVINO (its kernel is oneDNN's
@@ -200,9 +203,9 @@ def linear_kernels(
 
 def fp16_form(rows: int) -> str:
     """How fp16 weights read by products of `rows` rows are stored (`FP16_KERNELS`):
-    the nearest measured row count's form; none measured: "wide"."""
+    the nearest measured row count's form; none measured: "narrow", what was asked."""
     rule = _FP16_KERNELS.get()
-    return _nearest(rule, rows) if rule else "wide"
+    return _nearest(rule, rows) if rule else "narrow"
 
 
 def linear_kernel(rule: KernelRule, rows: int) -> str:
@@ -218,8 +221,8 @@ def linear_rows(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
 
 
 def kernel_rule(storage: str) -> KernelRule:
-    """The rule in force for linears whose weights are stored as `storage` ("float",
-    "fp16_as_fp32" or "int8")."""
+    """The rule in force for linears whose weights are stored as `storage` ("float" or
+    "int8")."""
     return _INT8_KERNELS.get() if storage == "int8" else _LINEAR_KERNELS.get()
 
 

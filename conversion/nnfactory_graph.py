@@ -98,8 +98,8 @@ def graph_input(value: SSAValue, precision: str, constant: bool = False) -> Grap
         return GraphInput(dtype, constant=constant)
     if stored == "fp16":
         rows = max(linear_rows(op) for op in npu.weight_users(value))
-        if fp16_form(rows) == "wide":
-            return GraphInput(dtype, "fp16_as_fp32", constant=constant)
+        if fp16_form(rows) == "wide":  # fp32 kernels on the weights as they are: no copy
+            return GraphInput(dtype, constant=constant)
         transposed = constant and _only_in_out_weight(value)
         return GraphInput(dtype, "fp16", constant=constant, transposed=transposed)
     reduce_dim = 0 if npu.weight_in_out(npu.weight_users(value)[0]) else 1  # the scale's axis
@@ -202,10 +202,6 @@ def _constant_shared() -> Any:
     fn.argtypes = backend.lib.constant.argtypes
     fn.restype = backend.handler
     return fn
-
-
-FP32_KERNEL_STORAGES = ("float", "fp16_as_fp32")
-"""Weight storages (`GraphInput.storage`) that OpenVINO runs with its fp32 kernels."""
 
 
 def _marking_binding(name: str) -> Any:
@@ -445,9 +441,7 @@ def _compile(
     builder.factory.output_nodes = [nodes[address] for address in results]
     if builder.decompressed and (mark_llm := _mark_llm()) is not None:
         mark_llm(builder.factory._mm)
-    fp32 = float_dtype is np.float32 and all(
-        s in FP32_KERNEL_STORAGES for s in builder.storages.values()
-    )
+    fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
     with snippets_env(snippets_mode(ops, measured=fp32)):
         builder.factory.compile()
     return CompiledGraph(
@@ -824,7 +818,7 @@ def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLi
     """The kernel `linear_kernels` asks for: fp32 weights in an fp32 graph choose among
     `LINEAR_KERNELS` (MLAS takes no other), int8 weights among `INT8_KERNELS`."""
     storage = b.storages.get(op.weight, "float")
-    if b.float_dtype is not np.float32 or storage not in (*FP32_KERNEL_STORAGES, "int8"):
+    if b.float_dtype is not np.float32 or storage not in ("float", "int8"):
         return "fused"
     return linear_kernel(kernel_rule(storage), linear_rows(op))
 

@@ -97,7 +97,8 @@ class KernelTiming:
     int8_apart_ms: float | None = None
     """The same with the activation computed after it (`apart`'s form)."""
     fp16_wide_ms: float | None = None
-    """The MLPs with fp16 weights stored as fp32 values (fp32 kernels)."""
+    """The MLPs with their fp32 weights, in the fp32 kernel form measured fastest: what
+    fp16 weights run as where they stay "wide" (`FP16_KERNELS`)."""
     fp16_narrow_ms: float | None = None
     """The same weights kept fp16, widened in OpenVINO's kernel (`FP16_KERNELS`)."""
 
@@ -129,10 +130,10 @@ class KernelTiming:
 
     @property
     def fp16_kernel(self) -> str:
-        """For fp16 weights: "narrow" where keeping them fp16 measured
-        `FP16_KERNEL_MARGIN` faster than their values as fp32, else "wide"."""
+        """For fp16 weights: "wide" (fp32 weights and kernels) where keeping them fp16
+        did not measure `FP16_KERNEL_MARGIN` faster, else (or unmeasured) "narrow"."""
         if self.fp16_wide_ms is None or self.fp16_narrow_ms is None:
-            return "wide"
+            return "narrow"
         faster = self.fp16_narrow_ms < self.fp16_wide_ms * (1 - FP16_KERNEL_MARGIN)
         return "narrow" if faster else "wide"
 
@@ -166,9 +167,9 @@ the same, only where the activation runs differs, so the difference is small (on
 EPYC Zen 3, 2% at 128 rows, GPT-2's int8 TTFT 2.5%), and a tie keeps OpenVINO's form."""
 
 FP16_KERNEL_MARGIN = 0.05
-"""How much faster fp16 weights kept fp16 must make the MLPs than their values as fp32:
-the kernels differ (OpenVINO's brgemm widening fp16 in the kernel against MLAS), so a
-near tie keeps the fp32 kernels. On an AMD EPYC Zen 3 (2 cores, AVX2) kept fp16 was
+"""How much faster fp16 weights kept fp16 must make the MLPs than fp32 weights in the
+fp32 kernels: the kernels differ (OpenVINO's brgemm widening fp16 in the kernel against
+MLAS), so a near tie keeps the fp32 kernels. On an AMD EPYC Zen 3 (2 cores, AVX2) kept fp16 was
 1.75x faster at 1 row (12 GPT-2 linears 3.05 against 5.33 ms) and 1.5x slower at 100
 rows (62.5 against 41.4 ms): the decode step reads, the prompt computes."""
 

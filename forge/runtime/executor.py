@@ -43,6 +43,7 @@ from forge.conversion.cpu_kernels import (
 )
 from forge.conversion.graph_call import GraphCall
 from forge.conversion.kernel_choice import (
+    FP16_KERNELS,
     dynamic_quantization,
     host_choices,
     linear_kernel,
@@ -880,8 +881,16 @@ def _int8_kernel_note(function: func.FuncOp, profile: HostProfile) -> str:
 
 
 def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
-    """The row counts whose fp16 weights stay fp16 in OpenVINO's kernel, with the times
-    behind it (nothing when none do: they go in as their fp16 values in fp32)."""
+    """The row counts whose fp16 weights stay fp16 in OpenVINO's kernel and those that
+    run their fp32 weights instead (where fp16 measured slower), with the times behind
+    it (nothing without fp16 measurements: every one stays fp16, as asked)."""
+    measured = ", ".join(
+        f"{k.rows} row(s) fp32 weights {k.fp16_wide_ms:.3g} ms, kept fp16 {k.fp16_narrow_ms:.3g} ms"
+        for k in profile.kernels
+        if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None
+    )
+    if not measured:
+        return ""
     rule = profile.fp16_kernel_rule()
     rows = {
         linear_rows(op)
@@ -890,19 +899,23 @@ def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: st
         and device_of(op) != "cpu"
         and npu.weight_storage(op.weight, precision) == "fp16"
     }
-    kept = sorted(r for r in rows if linear_kernel(rule, r) == "narrow")
-    if not kept:
+    forms = {
+        form: sorted(r for r in rows if linear_kernel(rule, r) == form) for form in FP16_KERNELS
+    }
+    parts = []
+    if forms["narrow"]:
+        parts.append(
+            "kept fp16 in OpenVINO's kernel for linears of "
+            f"{', '.join(map(str, forms['narrow']))} row(s)"
+        )
+    if forms["wide"]:
+        parts.append(
+            "run as their fp32 weights, with the fp32 kernels, for linears of "
+            f"{', '.join(map(str, forms['wide']))} row(s), where fp16 measured slower"
+        )
+    if not parts:
         return ""
-    measured = ", ".join(
-        f"{k.rows} row(s) as fp32 values {k.fp16_wide_ms:.3g} ms, "
-        f"kept fp16 {k.fp16_narrow_ms:.3g} ms"
-        for k in profile.kernels
-        if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None
-    )
-    return (
-        f"fp16 weights kept fp16 in OpenVINO's kernel for linears of "
-        f"{', '.join(map(str, kept))} row(s) (host profile: {measured})"
-    )
+    return f"fp16 weights {'; '.join(parts)} (host profile: {measured})"
 
 
 def _snippets_note(profile: HostProfile, precision: str) -> str:

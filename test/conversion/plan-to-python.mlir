@@ -6,6 +6,7 @@
 // RUN: forge-opt %s -p forge-pipeline -t "python{granularity=op}" | filecheck %s --check-prefix=OP
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=fp16}" | filecheck %s --check-prefix=FP16
 // RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-fp16-narrow.json" precision=fp16}' | filecheck %s --check-prefix=FP16-NARROW
+// RUN: forge-opt %s -p forge-pipeline -t 'python{profile="%S/../transforms/Inputs/host-profile-fp16-wide.json" precision=fp16}' | filecheck %s --check-prefix=FP16-WIDE
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=int8}" | filecheck %s --check-prefix=INT8
 // RUN: forge-opt %s -p forge-pipeline -t "python{precision=mixed}" | filecheck %s --check-prefix=MIXED
 // RUN: forge-opt %s -p forge-pipeline -t "python{weights=parameters}" | filecheck %s --check-prefix=PARAMS
@@ -137,18 +138,21 @@
 // OP-NEXT:      # npu: seg2: %s = npu.softmax
 // OP-NEXT:      (v3,) = seg2(v2)
 
-// fp16: activations stay fp32; linear weights carry their fp16 values. Without a host
-// profile that measured them faster kept fp16, as fp32 values (fp32 kernels), with no
-// mark; the bias is no linear weight and stays as it is.
+// fp16: activations stay fp32; linear weights are kept fp16 (no host profile measured
+// otherwise): fp16 constants behind a Convert marked as a decompression, the graph
+// marked as a language model's; the bias is no linear weight and stays as it is.
 // FP16:       p0 = f.parameter([2, 8], np.float32)  # x
-// FP16-NEXT:  (w0,) = weight_arrays(W["fc.weight"], np.float32, "fp16_as_fp32")
+// FP16-NEXT:  (w0,) = weight_arrays(W["fc.weight"], np.float32, "fp16")
 // FP16-NEXT:  t0 = f.constant(w0)
+// FP16-NEXT:  t1 = f.to(t0, np.float32)
+// FP16-NEXT:  mark_decompression(t1)
 // FP16-NEXT:  (w1,) = weight_arrays(W["fc.bias"], np.float32)
-// FP16-NOT:   mark_
-// FP16:       return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16_as_fp32", constant=True), GraphInput(np.float32, constant=True)], results=[(True, 0)], dtypes=[torch.float32])
+// FP16:       t3 = f.matmul(p0, t1, False, True)
+// FP16:       mark_llm(f)
+// FP16-NEXT:  f.compile()
+// FP16-NEXT:  return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16", constant=True), GraphInput(np.float32, constant=True)]
 
-// fp16 with a profile that measured them faster kept fp16: fp16 constants behind a
-// Convert marked as a decompression, the graph marked as a language model's.
+// fp16 with a profile that measured them faster kept fp16: the same form.
 // FP16-NARROW:       (w0,) = weight_arrays(W["fc.weight"], np.float32, "fp16")
 // FP16-NARROW-NEXT:  t0 = f.constant(w0)
 // FP16-NARROW-NEXT:  t1 = f.to(t0, np.float32)
@@ -157,6 +161,13 @@
 // FP16-NARROW:       mark_llm(f)
 // FP16-NARROW-NEXT:  f.compile()
 // FP16-NARROW-NEXT:  return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16", constant=True), GraphInput(np.float32, constant=True)]
+
+// fp16 with a profile that measured the fp32 weights faster: those, as they are (no
+// copy, no mark), as the fp32 program binds them.
+// FP16-WIDE:       (w0,) = weight_arrays(W["fc.weight"], np.float32)
+// FP16-WIDE-NEXT:  t0 = f.constant(w0)
+// FP16-WIDE-NOT:   mark_
+// FP16-WIDE:       return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, constant=True), GraphInput(np.float32, constant=True)], results=[(True, 0)], dtypes=[torch.float32])
 
 // int8: every linear weight is stored int8 with one scale per output channel, two
 // constants the graph converts and multiplies back (Convert, Multiply, MatMul);
@@ -179,13 +190,15 @@
 // INT8:         (w0, w1) = weight_arrays(W["proj.weight"], np.float32, "int8", reduce_dim=1)
 
 // mixed: the int8 storage of int8, except where an op's `precision` asks for more
-// (%y's weight is stored with its fp16 values: as fp32 ones without a profile).
+// (%y's weight is kept fp16, as fp16 is without a profile).
 // MIXED:       (w0, w1) = weight_arrays(W["fc.weight"], np.float32, "int8", reduce_dim=1)
 // MIXED-LABEL: def build_seg1(W) -> GraphCall:
-// MIXED:         (w0,) = weight_arrays(W["proj.weight"], np.float32, "fp16_as_fp32")
+// MIXED:         (w0,) = weight_arrays(W["proj.weight"], np.float32, "fp16")
 // MIXED-NEXT:    t0 = f.constant(w0)
+// MIXED-NEXT:    t1 = f.to(t0, np.float32)
+// MIXED-NEXT:    mark_decompression(t1)
 // MIXED-NEXT:    # %y = npu.linear
-// MIXED:         return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16_as_fp32", constant=True)], results=[(True, 0)], dtypes=[torch.float32])
+// MIXED:         return GraphCall(f, inputs=[GraphInput(np.float32), GraphInput(np.float32, "fp16", constant=True)], results=[(True, 0)], dtypes=[torch.float32])
 
 func.func @mlp(%x: tensor<2x8xf32>, %fc.weight: tensor<16x8xf32>, %fc.bias: tensor<16xf32>, %proj.weight: tensor<8x16xf32>) -> tensor<2x8xf32> {
   %h = npu.linear %x, %fc.weight, %fc.bias : (tensor<2x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x16xf32>

@@ -25,8 +25,7 @@ def stored_as(executor: CompiledNPUExecutor) -> dict[str, str]:
     for segment in executor.segments:
         for value, spec in zip(segment.inputs, segment.graph_inputs, strict=True):
             if isinstance(value, BlockArgument) and value.name_hint:
-                # fp16 weights bound as their fp16 values in fp32 are stored fp16 too.
-                found[value.name_hint] = "fp16" if spec.storage == "fp16_as_fp32" else spec.storage
+                found[value.name_hint] = spec.storage
     return found
 
 

@@ -56,10 +56,13 @@ def test_graph_input_quantizes_only_linear_weights() -> None:
     assert graph_input(x, "int8").storage == "float"  # an activation, not a weight
     assert graph_input(b, "int8").storage == "float"  # a bias is 1-D
     assert graph_input(w, "fp32").storage == "float"
-    # fp16 weights: their fp16 values as fp32, unless the host profile measured them
-    # faster kept fp16 at these rows (`FP16_KERNELS`); a bias is not a linear weight.
-    assert graph_input(w, "fp16").storage == "fp16_as_fp32"
+    # fp16 weights: kept fp16, unless the host profile measured the fp32 weights
+    # faster at these rows (`FP16_KERNELS`); a bias is not a linear weight.
     assert graph_input(b, "fp16").storage == "float"
+    with linear_kernels((), fp16=((1, "wide"),)):
+        assert graph_input(w, "fp16").storage == "float"  # the fp32 weights, no copy
+        assert not graph_input(w, "fp16", constant=True).transposed
+    assert graph_input(w, "fp16").storage == "fp16"  # unmeasured: as asked
     with linear_kernels((), fp16=((1, "narrow"),)):
         assert graph_input(w, "fp16").storage == "fp16"
         assert not graph_input(w2, "fp16").transposed  # bound per call: as it is
@@ -73,9 +76,9 @@ def test_precision_attribute_decides_under_mixed() -> None:
     linear = next(op for op in function.body.block.ops if isinstance(op, npu.LinearOp))
     assert graph_input(w, "mixed").storage == "int8"
     linear.attributes["precision"] = StringAttr("fp16")
-    assert graph_input(w, "mixed").storage == "fp16_as_fp32"
-    with linear_kernels((), fp16=((1, "narrow"),)):
-        assert graph_input(w, "mixed").storage == "fp16"
+    assert graph_input(w, "mixed").storage == "fp16"
+    with linear_kernels((), fp16=((1, "wide"),)):
+        assert graph_input(w, "mixed").storage == "float"
     assert graph_input(w, "int8").storage == "int8"  # int8 quantizes every linear
     linear.attributes["precision"] = StringAttr("fp32")
     assert graph_input(w, "mixed").storage == "float"
@@ -125,9 +128,7 @@ def test_mixed_with_every_linear_at_fp32_matches_eager() -> None:
 
 def test_mixed_with_every_linear_at_fp16_is_between() -> None:
     executor, fp16 = run_tiny("gpt2", "mixed", annotate="fp16")
-    assert any(
-        s.storage in ("fp16", "fp16_as_fp32") for seg in executor.segments for s in seg.graph_inputs
-    )
+    assert any(s.storage == "fp16" for seg in executor.segments for s in seg.graph_inputs)
     _, int8 = run_tiny("gpt2", "int8")
     assert 0.0 < fp16.max_abs < int8.max_abs
 
