@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
@@ -144,6 +145,37 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
             assert torch.equal(a, e)
         scale = max(1.0, float(e.abs().max()))
         assert float((a - e).abs().max()) / scale <= 1e-4
+
+
+class _TiedLM(torch.nn.Module):
+    """An embedding whose table is also the LM head's weight (GPT-2's, Llama-3.2's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = torch.nn.Embedding(64, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(self.wte(ids), self.wte.weight)
+
+
+def test_a_tied_embedding_gathers_its_fp32_rows_where_the_head_reads_fp16() -> None:
+    """With the head's weights kept fp16, the Gather reads the model's fp32 table as it
+    is (no copy; OpenVINO would widen an fp16 table at compile at 11x its size), and
+    the head the fp16 copy: the rows are exact, the head's products fp16-rounded."""
+    torch.manual_seed(0)
+    model = _TiedLM().eval()
+    ids = torch.tensor([[3, 17, 63]])
+    executor, _ = compile_model(model, (ids,), precision="fp16", profile=str(FP16_PROFILE))
+    (graph,) = {id(s.graph): s.graph for s in executor.segments if s.graph}.values()
+    assert [a.dtype for a in graph.copies] == [np.float16]  # the head's fp16 weights
+    table = model.wte.weight.detach().numpy()
+    assert any(np.shares_memory(a, table) for a in graph.keepalive)
+    rows = model.wte.weight[ids]
+    expected = torch.nn.functional.linear(rows, model.wte.weight.half().float())
+    torch.testing.assert_close(executor(ids)[0], expected.detach(), rtol=1e-5, atol=1e-5)
+    fp32, _ = compile_model(model, (ids,), profile=str(FP16_PROFILE))
+    fp32_graph = next(s.graph for s in fp32.segments if s.graph)
+    assert not fp32_graph.copies  # the fp32 program gathers and multiplies the same table
 
 
 def test_compile_model_reports_every_phase() -> None:
