@@ -71,10 +71,10 @@ graph's float activations: fp32 at every precision, as this CPU has no fp16 arit
 (OpenVINO's CPU plugin runs an fp16 graph in fp32 anyway, after converting every weight
 back to fp32 at compile: measured 11 s per GPT-2 program and a slower decode).
 
-The precision says how linear weights are stored. `fp16` stores their fp16 values in the
-form the host profile measured faster for the rows reading them (`graph_input`,
-`forge.conversion.kernel_choice.FP16_KERNELS`): kept fp16 behind a Convert marked as a
-decompression, or widened to fp32 values. `int8` stores every linear weight as
+The precision says how linear weights are stored. `fp16` keeps them fp16 behind a
+Convert marked as a decompression, except where the host profile measured the fp32
+weights faster for the rows reading them, which then run as they are (`graph_input`,
+`forge.conversion.kernel_choice.FP16_KERNELS`). `int8` stores every linear weight as
 int8 with one scale per output channel (weight-only quantization, the graph NNFactory's
 quantized `linear` builds: Convert, Multiply by the scale, MatMul). `mixed` does the
 same except for weights whose op carries `precision = "fp16"` or `"fp32"` (set by
