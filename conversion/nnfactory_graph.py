@@ -548,11 +548,7 @@ class GraphBuilder:
         self.storages[value] = spec.storage
         if spec.constant:
             assert tensor is not None, "a constant input needs its tensor"
-            start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.nbytes
-            stored = [
-                self.weight(array, copy=not start <= array.ctypes.data < end)
-                for array in spec.arrays(tensor)
-            ]
+            stored = [self.weight_of(tensor, array) for array in spec.arrays(tensor)]
             if spec.transposed:
                 self.transposed.add(value)
             if spec.storage == "fp16":
@@ -588,9 +584,7 @@ class GraphBuilder:
             return self.node(value)
         if value not in self.tables:
             (array,) = GraphInput(self.numpy_dtype(value), constant=True).arrays(tensor)
-            start = tensor.data_ptr()
-            inside = start <= array.ctypes.data < start + tensor.nbytes
-            self.tables[value] = self.weight(array, copy=not inside)
+            self.tables[value] = self.weight_of(tensor, array)
         return self.tables[value]
 
     def widen(self, narrow: Node, decompression: bool) -> Node:
@@ -605,6 +599,12 @@ class GraphBuilder:
             mark(wide.node)
             self.decompressed = True
         return wide
+
+    def weight_of(self, tensor: torch.Tensor, array: np.ndarray) -> Node:
+        """`weight` for an array `GraphInput.arrays` made of `tensor`: a copy (for the
+        graph, `copies`) unless it lies in the tensor's own memory."""
+        start = tensor.data_ptr()
+        return self.weight(array, copy=not start <= array.ctypes.data < start + tensor.nbytes)
 
     def weight(self, array: np.ndarray, copy: bool = False) -> Node:
         """A weight baked in as a constant. Shared with `array` when the backend can
