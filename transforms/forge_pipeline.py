@@ -205,6 +205,10 @@ def plan(module: ModuleOp, **options: Any) -> PlanReport:
     """Run forge-pipeline (its options as keywords, over any `plan_options()` in force)
     in place on `module` and return every pass's report."""
     pipeline = ForgePipelinePass(**{**_PLAN_OPTIONS.get(), **options})
-    with collect_statistics() as records, collect_reports() as reports, collector_paused():
+    with (
+        collect_statistics(pattern_hits=False) as records,
+        collect_reports() as reports,
+        collector_paused(),
+    ):
         pipeline.apply(make_context(), module)
     return PlanReport.from_runs(records, reports)

@@ -227,14 +227,31 @@ class Contiguity:
     are dense when all their inputs are. Dense under `aten=True` implies dense under
     `aten=False`, so removing and inserting copies never undo each other.
 
-    Build one per query: results are memoized and the IR changes between queries.
+    Results are memoized, so one instance answers only while the IR does not change
+    (`SharedContiguity` keeps one for a pass run's patterns, dropped at each rewrite).
+    Memo keys are ids: values and ops outlive the memo, as nothing is erased under it.
     """
 
     def __init__(self, aten: bool = False):
         self.aten = aten
-        self._fresh: dict[Operation, bool] = {}
+        self._fresh: dict[int, bool] = {}
+        self._contiguous: dict[int, bool] = {}
+        self._strides: dict[int, Strides | None] = {}
 
     def is_contiguous(self, value: SSAValue) -> bool:
+        known = self._contiguous.get(id(value))
+        if known is None:
+            known = self._contiguous[id(value)] = self._is_contiguous(value)
+        return known
+
+    def strides(self, value: SSAValue) -> Strides | None:
+        """The strides ATen gives `value`, or None when they are not known statically."""
+        key = id(value)
+        if key not in self._strides:
+            self._strides[key] = self._derive_strides(value)
+        return self._strides[key]
+
+    def _is_contiguous(self, value: SSAValue) -> bool:
         op = value.owner
         if not isinstance(op, Operation) or self._writes_dense(op):
             return True
@@ -244,8 +261,7 @@ class Contiguity:
         strides = self.strides(value)
         return strides is not None and is_row_major(shape_of(value.type), strides)
 
-    def strides(self, value: SSAValue) -> Strides | None:
-        """The strides ATen gives `value`, or None when they are not known statically."""
+    def _derive_strides(self, value: SSAValue) -> Strides | None:
         shape = shape_of(value.type)
         op = value.owner
         if not isinstance(op, Operation) or self._writes_dense(op):
@@ -266,10 +282,39 @@ class Contiguity:
             return False
         if not self.aten or isinstance(op, ATEN_DENSE_RESULTS):
             return True
-        if op not in self._fresh:
-            self._fresh[op] = False  # cycle guard; IR in SSA form has none
-            self._fresh[op] = all(self.is_contiguous(v) for v in op.operands)
-        return self._fresh[op]
+        key = id(op)
+        if key not in self._fresh:
+            self._fresh[key] = False  # cycle guard; IR in SSA form has none
+            self._fresh[key] = all(self.is_contiguous(v) for v in op.operands)
+        return self._fresh[key]
+
+
+class SharedContiguity:
+    """Both analyses (NPU contract and ATen rules) for the patterns of one pass run:
+    built when first asked after a change and dropped by the pattern that changes the
+    IR, so queries between two rewrites share their memo. A sweep that rewrites
+    nothing (every pass run ends with one) then derives each value's strides once,
+    not once per consumer."""
+
+    def __init__(self) -> None:
+        self._npu: Contiguity | None = None
+        self._aten: Contiguity | None = None
+
+    @property
+    def npu(self) -> Contiguity:
+        if self._npu is None:
+            self._npu = Contiguity()
+        return self._npu
+
+    @property
+    def aten(self) -> Contiguity:
+        if self._aten is None:
+            self._aten = Contiguity(aten=True)
+        return self._aten
+
+    def changed(self) -> None:
+        """The IR changed: every memoized answer may be stale."""
+        self._npu = self._aten = None
 
 
 def _derived_strides(
@@ -355,8 +400,9 @@ def _use_instead(
 class EnforcePreferredLayout(RewritePattern):
     """Give each operand the layout `PREFERRED_LAYOUT` asks for, under the `layout` policy."""
 
-    def __init__(self, layout: str):
+    def __init__(self, layout: str, analyses: SharedContiguity | None = None):
         self.layout = layout
+        self.analyses = analyses or SharedContiguity()
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, npu.NpuOp):
@@ -374,16 +420,18 @@ class EnforcePreferredLayout(RewritePattern):
     ) -> None:
         if self.layout != CONTIGUOUS and not isinstance(view_root(operand).owner, Block):
             return  # a view of an NPU-computed value: free inside the NNFactory graph
-        if Contiguity().is_contiguous(operand):  # after the cheap test above: most stop there
+        if self.analyses.npu.is_contiguous(operand):  # after the cheap test above: most stop
             return
         native_b = self.layout != CONTIGUOUS and isinstance(op, npu.MatmulOp) and index == 1
         if native_b and (transposed := swapped_last_two_dims(operand)) is not None:
             # NNFactory runs matmul(a, b, False, True): copy b if needed, never b^T.
             view, b = transposed
-            if not Contiguity().is_contiguous(b):
+            if not self.analyses.npu.is_contiguous(b):
                 _use_instead(view, 0, b, _contiguous_copy(b, view, rewriter), rewriter)
+                self.analyses.changed()
             return
         _use_instead(op, index, operand, _contiguous_copy(operand, op, rewriter), rewriter)
+        self.analyses.changed()
 
     def make_channels_last(
         self, op: Operation, index: int, operand: SSAValue, rewriter: PatternRewriter
@@ -392,7 +440,7 @@ class EnforcePreferredLayout(RewritePattern):
         shape = shape_of(operand.type)
         if len(shape) != 4:
             return
-        strides = Contiguity().strides(operand)
+        strides = self.analyses.npu.strides(operand)
         if strides is None or is_channels_last(shape, strides):
             return
         nhwc_type = TensorType(element_type(operand.type), [shape[0], shape[2], shape[3], shape[1]])
@@ -409,6 +457,7 @@ class EnforcePreferredLayout(RewritePattern):
         )
         rewriter.insert([to_nhwc, dense, to_nchw], InsertPoint.before(op))
         _use_instead(op, index, operand, to_nchw.result, rewriter)
+        self.analyses.changed()
 
 
 class DropRedundantContiguous(RewritePattern):
@@ -418,16 +467,23 @@ class DropRedundantContiguous(RewritePattern):
     Density is judged by ATen's rules (`Contiguity(aten=True)`), so a copy a later
     `npu.view` relies on is never removed."""
 
+    def __init__(self, analyses: SharedContiguity | None = None):
+        self.analyses = analyses or SharedContiguity()
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:
-        if not Contiguity(aten=True).is_contiguous(op.input):
+        if not self.analyses.aten.is_contiguous(op.input):
             return
         rewriter.replace(op, [], [op.input])
+        self.analyses.changed()
 
 
 class DropCopyBeforeReshape(RewritePattern):
     """`reshape(contiguous(x))` is `reshape(x)`: ATen's reshape copies by itself when `x`
     has no view of the new shape, so a copy whose only readers are reshapes is wasted."""
+
+    def __init__(self, analyses: SharedContiguity | None = None):
+        self.analyses = analyses or SharedContiguity()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:
@@ -435,10 +491,14 @@ class DropCopyBeforeReshape(RewritePattern):
         if not users or not all(isinstance(u, npu.ReshapeOp) for u in users):
             return
         rewriter.replace(op, [], [op.input])
+        self.analyses.changed()
 
 
 class MergeDuplicateContiguous(RewritePattern):
     """Several copies of one value are one copy: keep the one earliest in the block."""
+
+    def __init__(self, analyses: SharedContiguity | None = None):
+        self.analyses = analyses or SharedContiguity()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:
@@ -448,6 +508,7 @@ class MergeDuplicateContiguous(RewritePattern):
                 continue
             if other.is_before_in_block(op):
                 rewriter.replace(op, [], [other.result])
+                self.analyses.changed()
                 return
 
 
@@ -462,9 +523,10 @@ class NpuOptimizeLayoutPass(NpuPatternPass):
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got '{self.layout}'")
 
     def patterns(self) -> Sequence[RewritePattern]:
+        analyses = SharedContiguity()
         return (
-            DropRedundantContiguous(),
-            DropCopyBeforeReshape(),
-            MergeDuplicateContiguous(),
-            EnforcePreferredLayout(self.layout),
+            DropRedundantContiguous(analyses),
+            DropCopyBeforeReshape(analyses),
+            MergeDuplicateContiguous(analyses),
+            EnforcePreferredLayout(self.layout, analyses),
         )

@@ -32,6 +32,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import MemoryEffect, NoMemoryEffect, is_side_effect_free
 from xdsl.utils.arg_spec import ArgSpec
+from xdsl.utils.worklist import Worklist
 
 from forge.diagnostics import location_of
 
@@ -78,6 +79,8 @@ class PatternTrace:
 _COLLECTORS: ContextVar[tuple[list[PassRecord], ...]] = ContextVar("collectors", default=())
 _REPORTS: ContextVar[tuple[list[PassReport], ...]] = ContextVar("reports", default=())
 _TRACES: ContextVar[tuple[PatternTrace, ...]] = ContextVar("traces", default=())
+_HITS_WANTED: ContextVar[int] = ContextVar("hits_wanted", default=0)
+"""Active `collect_statistics()` scopes that want pattern hits."""
 
 
 @contextmanager
@@ -91,9 +94,20 @@ def _collecting(scopes: ContextVar[tuple[list[R], ...]]) -> Iterator[list[R]]:
         scopes.reset(token)
 
 
-def collect_statistics() -> AbstractContextManager[list[PassRecord]]:
-    """Collect the records of every pass run inside the `with` block (nests)."""
-    return _collecting(_COLLECTORS)
+@contextmanager
+def collect_statistics(pattern_hits: bool = True) -> Iterator[list[PassRecord]]:
+    """Collect the records of every pass run inside the `with` block (nests).
+
+    `pattern_hits=False`: rewrites, op counts and times only, unless an enclosing scope
+    wants the hits. Counting hits observes every op a pattern is offered, which made a
+    third of a pass run's time where the caller reads only the totals (the autotuner,
+    `forge compile`'s plan report)."""
+    token = _HITS_WANTED.set(_HITS_WANTED.get() + pattern_hits)
+    try:
+        with _collecting(_COLLECTORS) as records:
+            yield records
+    finally:
+        _HITS_WANTED.reset(token)
 
 
 def collect_reports() -> AbstractContextManager[list[PassReport]]:
@@ -377,11 +391,38 @@ class CountingApplier(RewritePattern):
                 return
 
 
+class MatchRewriter(PatternRewriter):
+    """xDSL's `PatternRewriter` whose insertion point before the matched op is made
+    only when a pattern asks for it: the driver offers every op of the module to the
+    patterns and most make no rewrite, so building one per offered op was a tenth of
+    a no-op pass run."""
+
+    _insertion_point: InsertPoint | None = None
+
+    @property
+    def insertion_point(self) -> InsertPoint:
+        if self._insertion_point is None:
+            assert self._current_operation is not None
+            self._insertion_point = InsertPoint.before(self._current_operation)
+        return self._insertion_point
+
+    @insertion_point.setter
+    def insertion_point(self, point: InsertPoint) -> None:
+        self._insertion_point = point
+
+    def offer(self, op: Operation) -> None:
+        """Reset for matching `op` (fields set directly: their setters validate)."""
+        self.has_done_action = False
+        self._current_operation = op
+        self._insertion_point = None
+        self._name_hint = None
+
+
 class RewriteFound(Exception):
     """Raised by `ProbeRewriter` at a pattern's first change, before it is made."""
 
 
-class ProbeRewriter(PatternRewriter):
+class ProbeRewriter(MatchRewriter):
     """A rewriter that changes nothing: the first call that would change the IR raises
     `RewriteFound` instead. Forge's patterns change IR only through the rewriter's
     insert, erase, replace and replace-uses calls (never `notify_op_modified` after
@@ -426,6 +467,62 @@ def _forget(ops: Any) -> None:
                 nested.drop_all_references()
 
 
+_REMOVED: Any = object()
+"""An `OpWorklist` slot whose op was removed."""
+
+
+class OpWorklist(Worklist[Operation]):
+    """xDSL's worklist (a stack with O(1) removal) keyed by the ops' ids: an op's
+    `__hash__` is a Python method, and the driver hashes every op it queues, pops or
+    drops several times per pass run."""
+
+    _ids: dict[int, int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids = {}
+
+    def __bool__(self) -> bool:
+        stack = self._stack
+        while stack and stack[-1] is _REMOVED:
+            stack.pop()
+        return bool(stack)
+
+    def push(self, item: Operation) -> None:
+        key = id(item)
+        if key not in self._ids:
+            self._ids[key] = len(self._stack)
+            self._stack.append(item)
+
+    def pop(self) -> Operation:
+        item = self.take()
+        if item is None:
+            raise IndexError("pop from empty worklist")
+        return item
+
+    def take(self) -> Operation | None:
+        """The last op pushed and not removed, or None when there is none."""
+        stack = self._stack
+        while stack:
+            item = stack.pop()
+            if item is not _REMOVED:
+                del self._ids[id(item)]
+                return item  # type: ignore[return-value]
+        return None
+
+    def remove(self, item: Operation) -> None:
+        index = self._ids.pop(id(item), None)
+        if index is not None:
+            self._stack[index] = _REMOVED
+
+    def fill(self, ops: list[Operation]) -> None:
+        """Queue distinct `ops` at once, the last one to pop first; the worklist must
+        be empty (it is, whenever the driver sweeps the IR)."""
+        assert not self._ids, "fill needs an empty worklist"
+        self._stack = ops  # type: ignore[assignment]
+        self._ids = {id(op): i for i, op in enumerate(ops)}
+
+
 @dataclass(eq=False, repr=False)
 class DispatchingWalker(PatternRewriteWalker):
     """xDSL's greedy walker whose sweeps over the IR queue only the ops some pattern of
@@ -434,15 +531,17 @@ class DispatchingWalker(PatternRewriteWalker):
     xDSL, and the sweeps still repeat until one makes no rewrite."""
 
     pattern: CountingApplier
-    rewriter_class: type[PatternRewriter] = PatternRewriter
+    rewriter_class: type[MatchRewriter] = MatchRewriter
     """`ProbeRewriter` to find whether the patterns would rewrite, changing nothing."""
+    _worklist: OpWorklist = field(default_factory=OpWorklist, init=False)
 
     def _populate_worklist(self, op: Operation | Region | Block) -> None:
         # xDSL walks `op` with reverse=not walk_reverse (the worklist is a stack) and
         # region_first=not walk_regions_first; the same order without nested generators.
         reverse, region_first = not self.walk_reverse, not self.walk_regions_first
         by_class, matchers_of = self.pattern.by_class, self.pattern.matchers
-        push = self._worklist.push
+        queued: list[Operation] = []
+        push = queued.append
 
         def visit(op: Operation) -> None:
             if not region_first:
@@ -479,16 +578,18 @@ class DispatchingWalker(PatternRewriteWalker):
             visit_region(op)
         else:
             visit_block(op)
+        self._worklist.fill(queued)
 
     def _process_worklist(self, listener: PatternRewriterListener) -> bool:
         # xDSL's loop, except that an op no pattern can match (one the listener queued)
         # is dropped before the rewriter is reset for it.
+        # Without an observer the applier's loop is inlined: it runs once per queued op.
         worklist, applier = self._worklist, self.pattern
         by_class, matchers_of = applier.by_class, applier.matchers
-        rewriter: PatternRewriter | None = None
+        observed = applier.observer is not None
+        rewriter: MatchRewriter | None = None
         changed = False
-        while worklist:
-            op = worklist.pop()
+        while (op := worklist.take()) is not None:
             matchers = by_class.get(type(op))
             if matchers is None:
                 matchers = matchers_of(type(op))
@@ -497,12 +598,16 @@ class DispatchingWalker(PatternRewriteWalker):
             if rewriter is None:
                 rewriter = self.rewriter_class(op)
                 rewriter.extend_from_listener(listener)
-            rewriter.has_done_action = False
-            rewriter.current_operation = op
-            rewriter.insertion_point = InsertPoint.before(op)
-            rewriter.name_hint = None
+            rewriter.offer(op)
             try:
-                applier.match_and_rewrite(op, rewriter)
+                if observed:
+                    applier.match_and_rewrite(op, rewriter)
+                else:
+                    for _, match in matchers:
+                        match(op, rewriter)
+                        if rewriter.has_done_action:
+                            applier.rewrites += 1
+                            break
             except RewriteFound:
                 raise
             except Exception as err:
@@ -516,11 +621,12 @@ def run_patterns(
 ) -> int:
     """Drive `patterns` to a fixed point over `module`; record and return the rewrites.
 
-    Patterns are observed (hits per pattern, traces) only when someone collects or traces:
-    the autotuner runs many passes and needs neither."""
+    Patterns are observed (hits per pattern, traces) only when someone collects hits or
+    traces: the autotuner runs many passes and needs neither."""
     before = count_ops(module)
     start = time.perf_counter()
-    observer = PatternObserver(name, _TRACES.get()) if _COLLECTORS.get() or _TRACES.get() else None
+    observed = _HITS_WANTED.get() or _TRACES.get()
+    observer = PatternObserver(name, _TRACES.get()) if observed else None
     counting = CountingApplier(patterns, observer)
     listener = PatternRewriterListener() if observer is None else observer.listener()
     DispatchingWalker(counting, walk_reverse=walk_reverse, listener=listener).rewrite_module(module)

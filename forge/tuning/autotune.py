@@ -231,7 +231,7 @@ class _Search:
         """The rewrites `p` made, and for npu-fuse-operators the lowest alpha that makes
         the same ones (`AlphaUsed`)."""
         self.stats.pass_runs += 1
-        with collect_statistics() as records, collect_reports() as reports:
+        with collect_statistics(pattern_hits=False) as records, collect_reports() as reports:
             p.apply(self.ctx, module)
         needed = next((r.report.needed for r in reports if isinstance(r.report, AlphaUsed)), None)
         return sum(r.rewrites for r in records), needed

@@ -26,6 +26,7 @@ from forge.transforms.npu_optimize_layout import (
     CONTIGUOUS,
     Contiguity,
     NpuOptimizeLayoutPass,
+    SharedContiguity,
     expand_strides,
     preferred_layouts,
     view_root,
@@ -214,3 +215,37 @@ def test_expand_strides_match_torch(old: tuple[int, ...], new: tuple[int, ...]) 
     actual = expand_strides(old, x.stride(), new)
     for size, a, e in itertools.zip_longest(new, actual, expected):
         assert size == 1 or a == e
+
+
+class _FreshPerQuery(SharedContiguity):
+    """The analyses rebuilt for every query: the reference the shared memo must match."""
+
+    @property
+    def npu(self) -> Contiguity:
+        return Contiguity()
+
+    @property
+    def aten(self) -> Contiguity:
+        return Contiguity(aten=True)
+
+
+@pytest.mark.parametrize("layout", (*LAYOUTS, "channels-last"))
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b", "lfm2-2.6b"])
+def test_shared_analyses_rewrite_as_fresh_ones_do(
+    name: str, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass run's patterns share one memoized analysis, dropped at each rewrite: the
+    IR they produce is the IR of an analysis built anew for every query."""
+    shared = optimized(name, layout)
+    monkeypatch.setattr("forge.transforms.npu_optimize_layout.SharedContiguity", _FreshPerQuery)
+    fresh = optimized(name, layout)
+    assert str(shared) == str(fresh)
+
+
+def test_a_rewrite_drops_the_shared_memo() -> None:
+    """After a copy is inserted the memo is gone, so later queries see the new IR."""
+    analyses = SharedContiguity()
+    first = analyses.npu
+    assert analyses.npu is first
+    analyses.changed()
+    assert analyses.npu is not first

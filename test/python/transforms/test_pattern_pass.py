@@ -1,5 +1,6 @@
-"""`NpuPatternPass.would_rewrite`: the autotuner's probe answers as `apply` does and
-leaves the module exactly as it was, uses included."""
+"""The pattern driver: the autotuner's probe (`NpuPatternPass.would_rewrite`) answers as
+`apply` does and leaves the module exactly as it was, uses included; statistics with
+and without pattern hits; the driver's worklist."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge.dialects.context import make_context
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
-from forge.transforms.pattern_pass import NpuPatternPass
+from forge.transforms.pattern_pass import NpuPatternPass, OpWorklist, collect_statistics
 
 
 def _uses(module: ModuleOp) -> list[int]:
@@ -36,3 +37,30 @@ def test_probe_answers_as_apply_does_and_changes_nothing(name: str, layout: str)
             assert found == (not module.is_structurally_equivalent(before)), p.name
             probed.add(found)
     assert probed == {True, False}
+
+
+def test_statistics_without_hits_count_rewrites_and_an_outer_scope_still_gets_hits() -> None:
+    """`collect_statistics(pattern_hits=False)` (the autotuner's, the plan report's) skips
+    observing the patterns unless an enclosing scope wants the hits."""
+    dce = phase2_of(ForgePipelinePass())[0]
+    ctx = make_context()
+    module = load_tiny("gpt2").fresh_module()
+    with collect_statistics(pattern_hits=False) as bare:
+        dce.apply(ctx, module.clone())
+    with collect_statistics() as outer, collect_statistics(pattern_hits=False) as inner:
+        dce.apply(ctx, module)
+    assert bare[0].rewrites == inner[0].rewrites == outer[0].rewrites > 0
+    assert bare[0].pattern_hits == {}
+    assert sum(outer[0].pattern_hits.values()) == outer[0].rewrites
+
+
+def test_op_worklist_pops_last_pushed_first_and_skips_removed_ops() -> None:
+    ops = list(load_tiny("gpt2").fresh_module().walk())[:5]
+    worklist = OpWorklist()
+    worklist.fill(ops[:3])
+    worklist.push(ops[1])  # already queued: stays where it is
+    worklist.push(ops[3])
+    worklist.remove(ops[2])
+    worklist.remove(ops[4])  # never queued: nothing happens
+    assert [worklist.take() for _ in range(4)] == [ops[3], ops[1], ops[0], None]
+    assert not worklist
