@@ -838,7 +838,10 @@ def copied_write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
     return [(r, a) for r, a in write_backs(function) if r not in in_place]
 
 
-def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:
+WeightedLinear = LinearOp | AddmmOp | FusedLinearOp
+
+
+def weight_users(value: SSAValue) -> list[WeightedLinear]:
     """The weighted linear ops that read `value` as their weight."""
     return [
         u.operation
@@ -847,18 +850,21 @@ def weight_users(value: SSAValue) -> list[LinearOp | AddmmOp | FusedLinearOp]:
     ]
 
 
-def is_linear_weight(value: SSAValue) -> bool:
+def is_linear_weight(value: SSAValue, users: Sequence[Operation] | None = None) -> bool:
     """Whether `value` is a weight the weight precisions apply to: a 2-D float function
-    argument that some weighted linear op reads as its weight."""
+    argument that some weighted linear op reads as its weight (`users`, when the caller
+    has them: `weight_users(value)`)."""
     return (
         isinstance(value, BlockArgument)
         and is_float(element_type(value.type))
         and len(shape_of(value.type)) == 2
-        and bool(weight_users(value))
+        and bool(weight_users(value) if users is None else users)
     )
 
 
-def weight_storage(value: SSAValue, precision: str) -> str | None:
+def weight_storage(
+    value: SSAValue, precision: str, users: Sequence[WeightedLinear] | None = None
+) -> str | None:
     """The precision (`WEIGHT_PRECISIONS`) weight `value` is stored at when the program
     runs at `precision`; None when it is not a linear weight (it follows the activations).
 
@@ -866,13 +872,14 @@ def weight_storage(value: SSAValue, precision: str) -> str | None:
     linear weight at that width (other weights follow the activations); under mixed the `precision`
     attributes npu-assign-precision wrote decide (the most precise among the weight's
     users), and an unannotated weight is int8."""
-    if not is_linear_weight(value):
+    users = weight_users(value) if users is None else users
+    if not is_linear_weight(value, users):
         return None
     if precision not in QUANTIZED_PRECISIONS:
         return precision
     if precision == "int8":
         return "int8"
-    requested = {op.precision.data for op in weight_users(value) if op.precision is not None}
+    requested = {op.precision.data for op in users if op.precision is not None}
     return next((p for p in WEIGHT_PRECISIONS if p in requested), "int8")
 
 

@@ -19,12 +19,13 @@ by spaces and names with dots quoted:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from forge.dialects import npu
@@ -61,14 +62,15 @@ class PrecisionReport:
         )
 
 
-def fallback_keeps_fp16(weight: SSAValue) -> bool:
+def fallback_keeps_fp16(weight: SSAValue, users: Sequence[Operation] | None = None) -> bool:
     """Mixed without a measurement: keep the embedding table (a weight some non-linear
-    op also reads) and the LM head (a linear whose result a function returns) fp16."""
+    op also reads) and the LM head (a linear whose result a function returns) fp16.
+    (`users`: `npu.weight_users(weight)`, when the caller has them.)"""
     if any(not isinstance(u.operation, npu.WEIGHTED_LINEAR_OPS) for u in weight.uses):
         return True
     return any(
         isinstance(u.operation, func.ReturnOp)
-        for op in npu.weight_users(weight)
+        for op in (npu.weight_users(weight) if users is None else users)
         for r in op.results
         for u in r.uses
     )

@@ -381,23 +381,41 @@ def is_deterministic(op: Operation) -> bool:
     return side_effect_free(op)
 
 
-def _evaluable(op: Operation) -> bool:
-    """Whether `op` computes the same value every run from what the IR already holds.
+_CANDIDATE_CLASSES: dict[type[Operation], bool] = {}
+"""Op class -> an `npu` op other than `npu.constant` (isinstance on the ABC-based op
+classes is slow, and this is asked of every op)."""
 
-    Cheap structural checks come first: this runs on every op of the module.
-    """
-    if not isinstance(op, npu.NpuOp) or isinstance(op, npu.ConstantOp) or not op.results:
+
+def _candidate(cls: type[Operation]) -> bool:
+    known = _CANDIDATE_CLASSES.get(cls)
+    if known is None:
+        known = issubclass(cls, npu.NpuOp) and not issubclass(cls, npu.ConstantOp)
+        _CANDIDATE_CLASSES[cls] = known
+    return known
+
+
+def _evaluable(op: Operation) -> bool:
+    """Whether `op` computes the same value every run from what the IR already holds:
+    its operands are constants, or (a generic op) it reads only their types.
+
+    Cheap structural checks come first: this runs on every op of the module, and most
+    stop at their first operand that is not a constant."""
+    if not op.results or not _candidate(type(op)):
         return False
-    if isinstance(op, npu.GenericOp):
-        if _nondeterministic(op):
+    operands = op.operands
+    generic = isinstance(op, npu.GenericOp)
+    if operands and all(constant_of(v) is not None for v in operands):
+        if generic and _nondeterministic(op):
             return False
-        if op.opcode in _VALUE_INDEPENDENT:
-            return all(_is_static(v.type) for v in op.operands)
-    elif not op.operands:
+        return (generic and op.opcode in _VALUE_INDEPENDENT) or side_effect_free(op)
+    if not generic:
         return False
-    if not all(constant_of(v) is not None for v in op.operands):
+    value_independent = op.opcode in _VALUE_INDEPENDENT
+    if (operands and not value_independent) or _nondeterministic(op):
         return False
-    return side_effect_free(op)
+    if value_independent:
+        return all(_is_static(v.type) for v in operands)
+    return side_effect_free(op)  # no operands, e.g. `arange`
 
 
 def _operand_tensor(value: SSAValue) -> torch.Tensor:

@@ -253,7 +253,7 @@ class Contiguity:
 
     def _is_contiguous(self, value: SSAValue) -> bool:
         op = value.owner
-        if not isinstance(op, Operation) or self._writes_dense(op):
+        if not isinstance(op, Operation) or self.writes_dense(op):
             return True
         keeps_density = isinstance(op, npu.ReshapeLikeOp | npu.UnsqueezeOp | npu.SqueezeOp)
         if keeps_density and self.is_contiguous(op.input):  # holds for dynamic shapes too
@@ -264,7 +264,7 @@ class Contiguity:
     def _derive_strides(self, value: SSAValue) -> Strides | None:
         shape = shape_of(value.type)
         op = value.owner
-        if not isinstance(op, Operation) or self._writes_dense(op):
+        if not isinstance(op, Operation) or self.writes_dense(op):
             return row_major(shape)
         source = op.operands[0] if op.operands else None
         if source is None or DYNAMIC in shape or DYNAMIC in shape_of(source.type):
@@ -274,7 +274,7 @@ class Contiguity:
             return None
         return _derived_strides(op, x, s, shape)
 
-    def _writes_dense(self, op: Operation) -> bool:
+    def writes_dense(self, op: Operation) -> bool:
         """Whether `op` writes a fresh dense result rather than aliasing its input."""
         if isinstance(op, npu.ShapeOp | npu.SplitOp):
             return False
@@ -315,6 +315,15 @@ class SharedContiguity:
     def changed(self) -> None:
         """The IR changed: every memoized answer may be stale."""
         self._npu = self._aten = None
+
+    def copied_into(self, consumer: Operation) -> None:
+        """An operand of `consumer` now reads a new dense copy, and nothing else changed.
+        Under the NPU contract only a view's strides follow its operands, so the NPU
+        memo stands unless `consumer` is a view; under ATen's rules density follows
+        operands, so that memo goes."""
+        self._aten = None
+        if self._npu is not None and not self._npu.writes_dense(consumer):
+            self._npu = None
 
 
 def _derived_strides(
@@ -428,10 +437,10 @@ class EnforcePreferredLayout(RewritePattern):
             view, b = transposed
             if not self.analyses.npu.is_contiguous(b):
                 _use_instead(view, 0, b, _contiguous_copy(b, view, rewriter), rewriter)
-                self.analyses.changed()
+                self.analyses.copied_into(view)
             return
         _use_instead(op, index, operand, _contiguous_copy(operand, op, rewriter), rewriter)
-        self.analyses.changed()
+        self.analyses.copied_into(op)
 
     def make_channels_last(
         self, op: Operation, index: int, operand: SSAValue, rewriter: PatternRewriter

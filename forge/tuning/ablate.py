@@ -29,6 +29,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from forge.diagnostics import ForgeError
+from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function
 from forge.runtime.host_profile import load_host_profile
 from forge.transforms.forge_pipeline import plan
@@ -180,7 +181,7 @@ def ablate(
     unfused = imported.at(precision)
     rows = []
     for removed in (None, *passes):
-        variant = module.clone()
+        variant = clone_module(module)
         row = run_variant(variant, num_inputs, removed, model, precision, mixed)
         if measure is not None:
             row.latency_ms, build_seconds = measure(variant)

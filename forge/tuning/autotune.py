@@ -36,6 +36,7 @@ from xdsl.passes import ModulePass
 from forge.campaign import Campaign
 from forge.diagnostics import ForgeError, one_line
 from forge.dialects import npu
+from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of, plan_options
@@ -246,7 +247,7 @@ class _Search:
 
     def clone(self, module: ModuleOp) -> ModuleOp:
         self.stats.clones += 1
-        return module.clone()
+        return clone_module(module)
 
     def branch(self, group: _Group, step: int) -> list[_Group]:
         """Run this step's pass(es) on the group's state; one child per resulting state.
@@ -396,7 +397,7 @@ def sweep(
         if num_inputs is None:
             num_inputs = infer_num_inputs(entry_function(module))
         search = _Search(make_context(), nhwc_possible=_wants_nhwc(module))
-        built = search.explore(module if consume else module.clone(), structures, num_inputs)
+        built = search.explore(module if consume else clone_module(module), structures, num_inputs)
         assigned: dict[tuple[float, str, int], Structure] = {}
         scored = {}
         for c in everything:

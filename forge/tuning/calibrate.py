@@ -40,6 +40,7 @@ import numpy as np
 
 from forge.campaign import Campaign
 from forge.diagnostics import ForgeError, one_line
+from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, make_context
 from forge.frontend import models
 from forge.frontend.loading import Loaded, load_program, ordered_inputs, program_of
@@ -276,7 +277,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
     for alpha, layout, iterations in structures[: variant.points]:
         if len(points) >= variant.points:
             break
-        module = program.module.clone()
+        module = clone_module(program.module)
         allocation = plan(module, iterations=iterations, alpha=alpha, layout=layout).allocation
         plans += 1
         text = str(module)
@@ -285,7 +286,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
                 continue
             seen.add((text, precision))
             config = Config(alpha, layout, precision, iterations)
-            graph = module.clone()
+            graph = clone_module(module)
             # One planned graph serves every precision: the precision changes no op.
             kept = fp16_weights if precision == "mixed" else None
             NpuAssignPrecisionPass(precision, kept).apply(make_context(), graph)

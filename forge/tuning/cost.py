@@ -121,17 +121,17 @@ def _param(value: SSAValue, name: str) -> Param | None:
     if count is None:
         return None
     floating = is_float(element_type(value.type))
-    if not npu.is_linear_weight(value):
+    users = npu.weight_users(value)
+    if not npu.is_linear_weight(value, users):
         return Param(name, count, _element_bytes(value), floating)
-    op = npu.weight_users(value)[0]
     return Param(
         name,
         count,
         _element_bytes(value),
         floating,
-        shape[1] if npu.weight_in_out(op) else shape[0],
-        npu.weight_storage(value, "mixed") or "int8",
-        "fp16" if fallback_keeps_fp16(value) else "int8",
+        shape[1] if npu.weight_in_out(users[0]) else shape[0],
+        npu.weight_storage(value, "mixed", users) or "int8",
+        "fp16" if fallback_keeps_fp16(value, users) else "int8",
     )
 
 
