@@ -103,18 +103,33 @@ entry repeats for further operands. Ops not listed accept any layout."""
 
 
 def preferred_layouts(op: Operation) -> tuple[str, ...]:
-    """The layout `PREFERRED_LAYOUT` asks for, one per operand of `op`."""
+    """The layout `PREFERRED_LAYOUT` asks for, one per operand of `op`.
+
+    Looked up once per op class (per opcode for `npu.generic`) and operand count: the
+    layout pass asks it of every op in every sweep."""
+    kind: LayoutClass | type[Operation] = op.opcode if isinstance(op, npu.GenericOp) else type(op)
+    key = (kind, len(op.operands))
+    known = _PREFERRED.get(key)
+    if known is None:
+        known = _PREFERRED[key] = _preferred(kind, len(op.operands))
+    return known
+
+
+_PREFERRED: dict[tuple[LayoutClass | type[Operation], int], tuple[str, ...]] = {}
+
+
+def _preferred(kind: LayoutClass | type[Operation], operands: int) -> tuple[str, ...]:
     wants: tuple[str, ...] = ()
-    if isinstance(op, npu.GenericOp):
-        wants = PREFERRED_LAYOUT.get(op.opcode, ())
+    if isinstance(kind, str):
+        wants = PREFERRED_LAYOUT.get(kind, ())
     else:
-        for cls in type(op).__mro__:
+        for cls in kind.__mro__:
             if cls in PREFERRED_LAYOUT:
                 wants = PREFERRED_LAYOUT[cls]
                 break
     if not wants:
-        return (ANY,) * len(op.operands)
-    return tuple(wants[min(i, len(wants) - 1)] for i in range(len(op.operands)))
+        return (ANY,) * operands
+    return tuple(wants[min(i, len(wants) - 1)] for i in range(operands))
 
 
 # ----------------------------------------------------------------- contiguity analysis
@@ -276,17 +291,39 @@ class Contiguity:
 
     def writes_dense(self, op: Operation) -> bool:
         """Whether `op` writes a fresh dense result rather than aliasing its input."""
-        if isinstance(op, npu.ShapeOp | npu.SplitOp):
+        kind = _result_kind(type(op))
+        if kind is _ALIAS or (kind is _GENERIC and op.opcode in ATEN_VIEW_OPCODES):
             return False
-        if isinstance(op, npu.GenericOp) and op.opcode in ATEN_VIEW_OPCODES:
-            return False
-        if not self.aten or isinstance(op, ATEN_DENSE_RESULTS):
+        if not self.aten or kind is _DENSE_IN_ATEN:
             return True
         key = id(op)
         if key not in self._fresh:
             self._fresh[key] = False  # cycle guard; IR in SSA form has none
             self._fresh[key] = all(self.is_contiguous(v) for v in op.operands)
         return self._fresh[key]
+
+
+_ALIAS, _GENERIC, _DENSE_IN_ATEN, _OTHER = range(4)
+_RESULT_KINDS: dict[type[Operation], int] = {}
+
+
+def _result_kind(cls: type[Operation]) -> int:
+    """What an op class's results are: views (`_ALIAS`), up to the opcode (`_GENERIC`),
+    dense under ATen's rules too (`_DENSE_IN_ATEN`), or dense on the NPU only. Decided
+    once per class: isinstance on the ABC-based op classes is slow, and the analysis
+    asks it of every value."""
+    kind = _RESULT_KINDS.get(cls)
+    if kind is None:
+        if issubclass(cls, npu.ShapeOp | npu.SplitOp):
+            kind = _ALIAS
+        elif issubclass(cls, npu.GenericOp):
+            kind = _GENERIC
+        elif issubclass(cls, ATEN_DENSE_RESULTS):
+            kind = _DENSE_IN_ATEN
+        else:
+            kind = _OTHER
+        _RESULT_KINDS[cls] = kind
+    return kind
 
 
 class SharedContiguity:
