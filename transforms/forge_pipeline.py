@@ -20,7 +20,6 @@ included, which is how `forge ablate` builds its variants.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -33,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
+from forge.collector import collector_paused
 from forge.dialects.context import make_context
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
@@ -165,20 +165,6 @@ class PlanReport:
             records,
             found.get(NpuAssignPrecisionPass.name),
         )
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the pipeline runs (or a cached IR is parsed):
-    with a model's objects alive, one full collection costs ~0.3 s (GPT-2), more than
-    Phases 3-4 themselves, and neither creates garbage worth collecting before it ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 _PLAN_OPTIONS: ContextVar[Mapping[str, Any]] = ContextVar(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import ClassVar
 
 import torch
@@ -381,17 +382,11 @@ def is_deterministic(op: Operation) -> bool:
     return side_effect_free(op)
 
 
-_CANDIDATE_CLASSES: dict[type[Operation], bool] = {}
-"""Op class -> an `npu` op other than `npu.constant` (isinstance on the ABC-based op
-classes is slow, and this is asked of every op)."""
-
-
+@cache
 def _candidate(cls: type[Operation]) -> bool:
-    known = _CANDIDATE_CLASSES.get(cls)
-    if known is None:
-        known = issubclass(cls, npu.NpuOp) and not issubclass(cls, npu.ConstantOp)
-        _CANDIDATE_CLASSES[cls] = known
-    return known
+    """An `npu` op other than `npu.constant`; once per class (isinstance on the
+    ABC-based op classes is slow, and this is asked of every op)."""
+    return issubclass(cls, npu.NpuOp) and not issubclass(cls, npu.ConstantOp)
 
 
 def _evaluable(op: Operation) -> bool:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
 from xdsl.ir import Block, Operation, SSAValue
@@ -108,16 +109,10 @@ def preferred_layouts(op: Operation) -> tuple[str, ...]:
     Looked up once per op class (per opcode for `npu.generic`) and operand count: the
     layout pass asks it of every op in every sweep."""
     kind: LayoutClass | type[Operation] = op.opcode if isinstance(op, npu.GenericOp) else type(op)
-    key = (kind, len(op.operands))
-    known = _PREFERRED.get(key)
-    if known is None:
-        known = _PREFERRED[key] = _preferred(kind, len(op.operands))
-    return known
+    return _preferred(kind, len(op.operands))
 
 
-_PREFERRED: dict[tuple[LayoutClass | type[Operation], int], tuple[str, ...]] = {}
-
-
+@cache
 def _preferred(kind: LayoutClass | type[Operation], operands: int) -> tuple[str, ...]:
     wants: tuple[str, ...] = ()
     if isinstance(kind, str):
@@ -304,26 +299,21 @@ class Contiguity:
 
 
 _ALIAS, _GENERIC, _DENSE_IN_ATEN, _OTHER = range(4)
-_RESULT_KINDS: dict[type[Operation], int] = {}
 
 
+@cache
 def _result_kind(cls: type[Operation]) -> int:
     """What an op class's results are: views (`_ALIAS`), up to the opcode (`_GENERIC`),
     dense under ATen's rules too (`_DENSE_IN_ATEN`), or dense on the NPU only. Decided
     once per class: isinstance on the ABC-based op classes is slow, and the analysis
     asks it of every value."""
-    kind = _RESULT_KINDS.get(cls)
-    if kind is None:
-        if issubclass(cls, npu.ShapeOp | npu.SplitOp):
-            kind = _ALIAS
-        elif issubclass(cls, npu.GenericOp):
-            kind = _GENERIC
-        elif issubclass(cls, ATEN_DENSE_RESULTS):
-            kind = _DENSE_IN_ATEN
-        else:
-            kind = _OTHER
-        _RESULT_KINDS[cls] = kind
-    return kind
+    if issubclass(cls, npu.ShapeOp | npu.SplitOp):
+        return _ALIAS
+    if issubclass(cls, npu.GenericOp):
+        return _GENERIC
+    if issubclass(cls, ATEN_DENSE_RESULTS):
+        return _DENSE_IN_ATEN
+    return _OTHER
 
 
 class SharedContiguity:
@@ -443,12 +433,21 @@ def _use_instead(
     )
 
 
-class EnforcePreferredLayout(RewritePattern):
+class SharesContiguity:
+    """What this pass's patterns have in common: they read strides through `analyses`,
+    which the pass run's patterns share (`SharedContiguity`), and tell it when they
+    change the IR."""
+
+    def __init__(self, analyses: SharedContiguity | None = None):
+        self.analyses = analyses or SharedContiguity()
+
+
+class EnforcePreferredLayout(SharesContiguity, RewritePattern):
     """Give each operand the layout `PREFERRED_LAYOUT` asks for, under the `layout` policy."""
 
     def __init__(self, layout: str, analyses: SharedContiguity | None = None):
+        super().__init__(analyses)
         self.layout = layout
-        self.analyses = analyses or SharedContiguity()
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, npu.NpuOp):
@@ -506,15 +505,12 @@ class EnforcePreferredLayout(RewritePattern):
         self.analyses.changed()
 
 
-class DropRedundantContiguous(RewritePattern):
+class DropRedundantContiguous(SharesContiguity, RewritePattern):
     """`contiguous(x)` of an already-dense `x` is `x`: ATen returns `x` itself, and on the
     NPU the copy would be a wasted dispatch. Covers `contiguous(contiguous(x))` too.
 
     Density is judged by ATen's rules (`Contiguity(aten=True)`), so a copy a later
     `npu.view` relies on is never removed."""
-
-    def __init__(self, analyses: SharedContiguity | None = None):
-        self.analyses = analyses or SharedContiguity()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:
@@ -524,12 +520,9 @@ class DropRedundantContiguous(RewritePattern):
         self.analyses.changed()
 
 
-class DropCopyBeforeReshape(RewritePattern):
+class DropCopyBeforeReshape(SharesContiguity, RewritePattern):
     """`reshape(contiguous(x))` is `reshape(x)`: ATen's reshape copies by itself when `x`
     has no view of the new shape, so a copy whose only readers are reshapes is wasted."""
-
-    def __init__(self, analyses: SharedContiguity | None = None):
-        self.analyses = analyses or SharedContiguity()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:
@@ -540,11 +533,8 @@ class DropCopyBeforeReshape(RewritePattern):
         self.analyses.changed()
 
 
-class MergeDuplicateContiguous(RewritePattern):
+class MergeDuplicateContiguous(SharesContiguity, RewritePattern):
     """Several copies of one value are one copy: keep the one earliest in the block."""
-
-    def __init__(self, analyses: SharedContiguity | None = None):
-        self.analyses = analyses or SharedContiguity()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.ContiguousOp, rewriter: PatternRewriter) -> None:

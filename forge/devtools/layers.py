@@ -41,6 +41,7 @@ PACKAGE_DIRS = {
 LAYERS: dict[str, int] = {
     "forge": 7,  # only forge/__init__.py: re-exports forge.runtime.api (forge.compile)
     "forge.diagnostics": 0,
+    "forge.collector": 0,
     "forge.xdsl_compat": 0,
     "forge.files": 1,
     "forge.campaign": 1,

@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from forge.collector import collector_paused
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.dtypes import DTYPES
@@ -703,21 +704,13 @@ def convert_split(im: FxImporter, node: Node) -> Operation | None:
 def import_program(captured: Captured) -> ImportedProgram:
     """Build the `npu` module of a captured program (see module docstring).
 
-    Cyclic garbage collection is paused meanwhile, as `plan()` pauses it: right after
-    torch.export the process holds the model's and the exporter's objects, a full
-    collection then costs about 0.2 s (GPT-2), and building the module makes no cyclic
-    garbage worth it."""
-    import gc
+    The collector is paused, as for `plan()`: right after torch.export the process
+    holds the model's and the exporter's objects (`forge.collector`)."""
     import time
 
     start = time.perf_counter()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         program = FxImporter(captured).run()
-    finally:
-        if enabled:
-            gc.enable()
     program.import_seconds = time.perf_counter() - start
     return program
 

@@ -66,6 +66,7 @@ from torch.utils._pytree import tree_flatten, treespec_dumps, treespec_loads
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.printer import Printer
 
+from forge.collector import collector_paused
 from forge.conversion.nnfactory_backend import PACKAGE
 from forge.diagnostics import ForgeError
 from forge.dialects import dtypes
@@ -73,7 +74,6 @@ from forge.dialects.context import entry_function, parse_module
 from forge.frontend.capture import resolve_tied_weights
 from forge.frontend.importer import valid_name
 from forge.runtime.host_profile import cpu_model
-from forge.transforms.forge_pipeline import collector_paused
 
 FORMAT = 1
 """Bump when what an entry holds changes: every older entry misses."""

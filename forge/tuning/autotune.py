@@ -23,7 +23,6 @@ that work, `measure_config`, takes and returns plain picklable data.
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from forge.campaign import Campaign
+from forge.collector import collector_paused
 from forge.diagnostics import ForgeError, one_line
 from forge.dialects import npu
 from forge.dialects.cloning import clone_module
@@ -389,9 +389,8 @@ def sweep(
         _validate(c)
     everything = list(dict.fromkeys([*wanted, DEFAULT]))
     structures = list(dict.fromkeys(c.structure for c in everything))
-    enabled = gc.isenabled()
-    gc.disable()  # the sweep allocates many small objects and frees none until the end
-    try:
+    # the sweep allocates many small objects and frees none until the end
+    with collector_paused():
         start, cpu_start = time.perf_counter(), time.process_time()
         unfused = analyze(module, num_inputs)
         if num_inputs is None:
@@ -410,9 +409,6 @@ def sweep(
             scored[c] = Trial(c, f, model.score(f))
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu_start
-    finally:
-        if enabled:
-            gc.enable()
     trials = [scored[c] for c in wanted]
     best = min(trials, key=_rank_key(trials))
     if best.config.precision == "mixed" and mixed is not None:
