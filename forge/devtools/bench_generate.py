@@ -61,6 +61,7 @@ from forge.devtools.bench import (
     MIB,
     Footprint,
     foreign_env,
+    host_profile_note,
     mem_available,
     memory_now,
     plan_groups,
@@ -1093,6 +1094,7 @@ def run_generate_bench(
     python = genai_python or default_genai_python()
     scratch = Path(tempfile.mkdtemp(prefix="forge-bench-generate-"))
     results: dict[str, RowResult] = {}
+    notes: list[str] = []
     try:
         exported = Exported()
         genai = [r for r in wanted if ROWS[r].genai]
@@ -1102,6 +1104,10 @@ def run_generate_bench(
         groups, note = plan_rows(spec, [r for r in wanted if r not in results], available)
         if note:
             say(note)
+        if any(not ROWS[r].genai and r.startswith("forge") for g in groups for r in g):
+            profile = host_profile_note()
+            say(profile)
+            notes.append(profile)
         for index, group in enumerate(groups):
             start = functools.partial(
                 start_row, spec=spec, python=python, exported=exported, timeout=timeout
@@ -1116,5 +1122,6 @@ def run_generate_bench(
     if len(prompts) > 1:
         raise ForgeError("the rows were fed different prompts (the seeded prompt is not stable)")
     load = (load_before, os.getloadavg()[0])
-    notes = [note] if note else []
+    if note:
+        notes.insert(0, note)
     return GenerateReport(spec, cpu_name(), {r: results[r] for r in wanted}, load, notes)

@@ -322,3 +322,38 @@ def test_round_ratios_count_the_rounds_forge_was_faster() -> None:
     [line] = report.paired_lines()
     # ratios 1.05, 0.9, 1.02, 1.0: median 1.01, faster in 2 of 4 (a tie is not faster)
     assert "1.010x (0.900-1.050), Forge faster in 2/4" in line
+
+
+def test_the_host_profile_is_loaded_before_the_compiles(report: BenchReport) -> None:
+    """A profile measured inside a Forge child's clock would count a per-host cost as
+    that compile's ready time (9.5 s against 0.8-1.8 s, once the bench had installed
+    openvino's Python package, which is part of the profile's key)."""
+    notes = [n for n in report.notes if n.startswith("host profile:")]
+    assert len(notes) == 1 and "cached" in notes[0]  # conftest's fixed profile
+    assert notes[0] in report.format()
+
+
+def test_a_profile_measured_for_the_bench_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        out = json.dumps([True, 7.83, str(tmp_path / "host-profile-x.json")])
+        return subprocess.CompletedProcess(argv, 0, stdout=out + "\n", stderr="")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    note = bench.host_profile_note()
+    assert calls and calls[0][0] == sys.executable
+    assert note.startswith("host profile: measured in 7.83 s before the compiles")
+    assert "no ready time below includes it" in note
+
+
+def test_a_profile_that_cannot_load_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 1, stdout="", stderr="Traceback\nForgeError: x")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    note = bench.host_profile_note()
+    assert note == "host profile: could not be loaded before the compiles (ForgeError: x)"

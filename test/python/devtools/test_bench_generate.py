@@ -66,6 +66,12 @@ def test_table_has_a_row_per_backend_with_ratios_and_agreement(report: GenerateR
     assert data["rows"]["forge"]["agreement"] == [6, 6]
 
 
+def test_the_host_profile_is_loaded_before_forges_rows_compile(report: GenerateReport) -> None:
+    notes = [n for n in report.notes if n.startswith("host profile:")]
+    assert len(notes) == 1 and "cached" in notes[0]  # conftest's fixed profile
+    assert notes[0] in report.format()
+
+
 def test_missing_genai_venv_is_a_one_line_row_not_a_traceback() -> None:
     rows = ["genai-fp32", "genai-int8"]
     report = run_generate_bench(SPEC, rows, genai_python=MISSING)
