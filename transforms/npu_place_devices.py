@@ -94,10 +94,14 @@ def hops(op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> int:
     return int(before) + int(after)
 
 
-def _label(op: Operation, sizes: tuple[int, int, int]) -> str:
-    """`linear 128x768x50257 (head)`: what the measured reason names."""
+def is_head(op: Operation) -> bool:
+    """An LM head: a linear only `func.return` reads."""
     users = [use.operation for use in op.results[0].uses]
-    head = bool(users) and all(isinstance(u, func.ReturnOp) for u in users)
+    return bool(users) and all(isinstance(u, func.ReturnOp) for u in users)
+
+
+def _label(op: Operation, sizes: tuple[int, int, int], head: bool) -> str:
+    """`linear 128x768x50257 (head)`: what the measured reason names."""
     kind = op.name.removeprefix("npu.")
     return f"{kind} {'x'.join(map(str, sizes))}" + (" (head)" if head else "")
 
@@ -120,8 +124,9 @@ def place(function: func.FuncOp, profile: HostProfile | None = None) -> Placemen
         movable = device == "npu" and isinstance(op, npu.WEIGHTED_LINEAR_OPS)
         sizes = linear_sizes(op) if movable and profile is not None else None
         if sizes is not None and profile is not None and isinstance(op, npu.WEIGHTED_LINEAR_OPS):
-            estimate = profile.linear_estimate(*sizes, hops=hops(op))
-            measured[estimate.reason(_label(op, sizes))] += 1
+            head = is_head(op)
+            estimate = profile.linear_estimate(*sizes, hops=hops(op), head=head)
+            measured[estimate.reason(_label(op, sizes, head))] += 1
             if estimate.device == "cpu":
                 device, why = "cpu", "measured faster on this host (host profile)"
         op.attributes["device"] = StringAttr(device)

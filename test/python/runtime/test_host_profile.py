@@ -22,6 +22,8 @@ from forge.runtime.doctor import profile_summary
 from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_profile
 from forge.transforms.host_profile import (
     FORMAT,
+    HEAD_MARGIN,
+    MARGIN,
     HostProfile,
     KernelTiming,
     LinearTiming,
@@ -60,6 +62,21 @@ def test_head_goes_where_it_was_measured_faster() -> None:
 
     npu_wins = synthetic(cpu_ms=14.0, npu_ms=10.0, transition_ms=0.1)
     assert npu_wins.linear_estimate(128, 768, 50257, hops=1).device == "npu"
+
+
+def test_a_head_needs_only_the_head_margin() -> None:
+    """The CPU 7.5% faster at the head's bucket: an LM head moves (HEAD_MARGIN, the
+    head buckets are timed as heads), the same shape inside the program does not
+    (MARGIN), nor does a head whose nearest bucket is a layer's."""
+    profile = synthetic(cpu_ms=7.4, npu_ms=8.0, transition_ms=0.0)
+    head = profile.linear_estimate(128, 768, 50257, hops=1, head=True)
+    assert head.margin == HEAD_MARGIN and head.device == "cpu"
+    assert "5% margin" in head.reason("linear 128x768x50257 (head)")
+    inner = profile.linear_estimate(128, 768, 50257, hops=1)
+    assert inner.margin == MARGIN and inner.device == "npu"
+    small = profile.linear_estimate(128, 768, 768, hops=1, head=True)
+    assert small.bucket is not None and "head" not in small.bucket.label
+    assert small.margin == MARGIN and small.device == "npu"
 
 
 def test_transition_cost_flips_a_placement() -> None:
