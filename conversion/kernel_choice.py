@@ -76,17 +76,68 @@ def snippets_by_rows(rule: SnippetsRule) -> Iterator[None]:
         _SNIPPETS.reset(token)
 
 
+Int8DynamicRule = tuple[tuple[int, bool], ...]
+"""(rows, activations quantized) per measured row count (`forge.transforms.host_profile.
+KernelTiming.int8_dynamic`): a graph with int8 weights whose largest linear has the
+nearest row count (log scale) quantizes its activations at run time or not; none
+measured: weight-only."""
+
+_INT8_DYNAMIC: contextvars.ContextVar[Int8DynamicRule] = contextvars.ContextVar(
+    "int8_dynamic", default=()
+)
+
+
+@contextlib.contextmanager
+def int8_dynamic_by_rows(rule: Int8DynamicRule) -> Iterator[None]:
+    """Graphs with int8 weights compiled inside quantize their activations at run time
+    where `rule` says so for their rows (`dynamic_quantization_group`)."""
+    token = _INT8_DYNAMIC.set(tuple(rule))
+    try:
+        yield
+    finally:
+        _INT8_DYNAMIC.reset(token)
+
+
+DYNAMIC_QUANTIZATION_ENV = "NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE"
+
+
+def int8_dynamic_at(rule: Int8DynamicRule, rows: int) -> bool:
+    """Whether `rule` quantizes the activations of a graph whose largest linear has
+    `rows` rows (the nearest measured row count's choice; none measured: no)."""
+    return bool(rule) and bool(_nearest(rule, rows))
+
+
+def dynamic_quantization_group(ops: Sequence[Operation], int8: bool) -> str:
+    """The activations' quantization group this graph compiles with (0: weight-only):
+    what `dynamic_quantization` (or the user) set, else, for a graph with int8 weights
+    (`int8`), what the host profile measured for its rows (`int8_dynamic_by_rows`),
+    else 0."""
+    if DYNAMIC_QUANTIZATION_ENV in os.environ:
+        return os.environ[DYNAMIC_QUANTIZATION_ENV]
+    rule = _INT8_DYNAMIC.get()
+    rows = [linear_rows(op) for op in ops if isinstance(op, npu.WEIGHTED_LINEAR_OPS)]
+    if not int8 or not rows or not int8_dynamic_at(rule, max(rows)):
+        return "0"
+    return str(DYNAMIC_QUANTIZATION_GROUP)
+
+
 @contextlib.contextmanager
 def host_choices(profile: HostProfile | None) -> Iterator[None]:
     """Graphs built inside follow `profile`'s measured choices: the fp32 and int8
-    linears' kernel forms and the fp16 weights' (`linear_kernels`) and OpenVINO's
-    snippets (`snippets_by_rows`); with no profile, OpenVINO's own forms, fp16 weights
-    narrow, and no snippets."""
+    linears' kernel forms and the fp16 weights' (`linear_kernels`), OpenVINO's
+    snippets (`snippets_by_rows`) and whether int8 graphs quantize their activations
+    (`int8_dynamic_by_rows`); with no profile, OpenVINO's own forms, fp16 weights
+    narrow, no snippets, int8 weight-only."""
     kernels = profile.kernel_rule() if profile else ()
     int8 = profile.int8_kernel_rule() if profile else ()
     fp16 = profile.fp16_kernel_rule() if profile else ()
     snippets = profile.snippets_rule() if profile else ()
-    with linear_kernels(kernels, int8=int8, fp16=fp16), snippets_by_rows(snippets):
+    dynamic = profile.int8_dynamic_rule() if profile else ()
+    with (
+        linear_kernels(kernels, int8=int8, fp16=fp16),
+        snippets_by_rows(snippets),
+        int8_dynamic_by_rows(dynamic),
+    ):
         yield
 
 
@@ -116,17 +167,24 @@ def snippets_env(mode: str) -> contextlib.AbstractContextManager[None]:
     return _nnfactory_env("NNFACTORY_SNIPPETS_MODE", mode)
 
 
+def quantization_group_env(group: str) -> contextlib.AbstractContextManager[None]:
+    return _nnfactory_env(DYNAMIC_QUANTIZATION_ENV, group)
+
+
 DYNAMIC_QUANTIZATION_GROUP = 32
 """Activations per scale when OpenVINO quantizes them at run time (its CPU default)."""
 
 
-def dynamic_quantization(enabled: bool) -> contextlib.AbstractContextManager[None]:
+def dynamic_quantization(enabled: bool | None) -> contextlib.AbstractContextManager[None]:
     """Graphs compiled inside quantize the activations of their int8-weight MatMuls to
-    int8 at run time, in groups of `DYNAMIC_QUANTIZATION_GROUP` (OpenVINO's dynamic
-    quantization: int8 x int8 products, about twice as fast as weight-only int8 for a
-    prompt here, and further from the fp32 logits); off (0) by default."""
+    int8 at run time (True), in groups of `DYNAMIC_QUANTIZATION_GROUP` (OpenVINO's
+    dynamic quantization: int8 x int8 products, about twice as fast as weight-only int8
+    for a prompt here, and further from the fp32 logits), or stay weight-only (False);
+    None leaves it to the host profile (`dynamic_quantization_group`)."""
+    if enabled is None:
+        return contextlib.nullcontext()
     group = DYNAMIC_QUANTIZATION_GROUP if enabled else 0
-    return _nnfactory_env("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", str(group))
+    return _nnfactory_env(DYNAMIC_QUANTIZATION_ENV, str(group))
 
 
 KernelRule = tuple[tuple[int, str], ...]
@@ -230,7 +288,8 @@ def choices_key() -> Hashable:
     """Every choice in force, for the key of a graph compiled under them."""
     return (
         os.environ.get("NNFACTORY_SNIPPETS_MODE"),
-        os.environ.get("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "0"),
+        os.environ.get(DYNAMIC_QUANTIZATION_ENV),
+        _INT8_DYNAMIC.get(),
         _LINEAR_KERNELS.get(),
         _INT8_KERNELS.get(),
         _FP16_KERNELS.get(),

@@ -48,10 +48,12 @@ from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import (
     choices_key,
+    dynamic_quantization_group,
     fp16_form,
     kernel_rule,
     linear_kernel,
     linear_rows,
+    quantization_group_env,
     snippets_env,
     snippets_mode,
 )
@@ -442,7 +444,9 @@ def _compile(
     if builder.decompressed and (mark_llm := _mark_llm()) is not None:
         mark_llm(builder.factory._mm)
     fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
-    with snippets_env(snippets_mode(ops, measured=fp32)):
+    int8 = any(storage == "int8" for storage in builder.storages.values())
+    group = dynamic_quantization_group(ops, int8)
+    with snippets_env(snippets_mode(ops, measured=fp32)), quantization_group_env(group):
         builder.factory.compile()
     return CompiledGraph(
         factory,

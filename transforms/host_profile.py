@@ -114,6 +114,9 @@ class KernelTiming:
     fp16 weights run as where they stay "wide" (`FP16_KERNELS`)."""
     fp16_narrow_ms: float | None = None
     """The same weights kept fp16, widened in OpenVINO's kernel (`FP16_KERNELS`)."""
+    int8_dynamic_ms: float | None = None
+    """The int8 MLPs in OpenVINO's form with the activations quantized at run time
+    (OpenVINO's dynamic quantization, groups of 32: int8 x int8 products)."""
 
     @property
     def kernel(self) -> str:
@@ -132,11 +135,21 @@ class KernelTiming:
         return forms[self.kernel] or self.fused_ms
 
     @property
+    def int8_dynamic(self) -> bool:
+        """Whether quantizing the int8 MLPs' activations at run time measured
+        `INT8_DYNAMIC_MARGIN` faster than the weight-only forms (the faster of the two)."""
+        if self.int8_dynamic_ms is None or self.int8_fused_ms is None:
+            return False
+        weight_only = min(self.int8_fused_ms, self.int8_apart_ms or self.int8_fused_ms)
+        return self.int8_dynamic_ms < weight_only * (1 - INT8_DYNAMIC_MARGIN)
+
+    @property
     def int8_kernel(self) -> str:
         """For int8 weights (one kernel, oneDNN's): "apart" where computing the
         activation after the FullyConnected measured `INT8_KERNEL_MARGIN` faster, else
-        "fused"."""
-        if self.int8_fused_ms is None or self.int8_apart_ms is None:
+        "fused"; always "fused" where the activations are quantized (`int8_dynamic`), the
+        form that was timed so."""
+        if self.int8_fused_ms is None or self.int8_apart_ms is None or self.int8_dynamic:
             return "fused"
         faster = self.int8_apart_ms < self.int8_fused_ms * (1 - INT8_KERNEL_MARGIN)
         return "apart" if faster else "fused"
@@ -185,6 +198,14 @@ fp32 kernels: the kernels differ (OpenVINO's brgemm widening fp16 in the kernel 
 MLAS), so a near tie keeps the fp32 kernels. On an AMD EPYC Zen 3 (2 cores, AVX2) kept fp16 was
 1.75x faster at 1 row (12 GPT-2 linears 3.05 against 5.33 ms) and 1.5x slower at 100
 rows (62.5 against 41.4 ms): the decode step reads, the prompt computes."""
+
+INT8_DYNAMIC_MARGIN = 0.10
+"""How much faster the int8 MLPs must run with their activations quantized at run time:
+the kernels differ (int8 x int8 against widening the weights), and the activations'
+rounding moves the logits further from fp32, so only a clear gain takes it. On an Intel
+Xeon with AMX (2 cores, AVX-512 VNNI) GPT-2's decode ran 167 against 110 tokens/s and its
+prefill 39 against 66 ms; on an AMD EPYC Zen 4 the decode step was slower with it
+(9.1-10.7 against 7.7 ms)."""
 
 SNIPPETS_MARGIN = 0.015
 """How much faster snippets must make the kernel suite's graph: the same kernels with
@@ -270,6 +291,11 @@ class HostProfile:
         """(rows, kernel) per measured row count for int8-weight linears
         (`forge.conversion.kernel_choice.linear_kernels`' `int8`)."""
         return tuple((k.rows, k.int8_kernel) for k in self.kernels)
+
+    def int8_dynamic_rule(self) -> tuple[tuple[int, bool], ...]:
+        """(rows, activations quantized) per measured row count for int8-weight graphs
+        (`forge.conversion.kernel_choice.int8_dynamic_by_rows`)."""
+        return tuple((k.rows, k.int8_dynamic) for k in self.kernels)
 
     def fp16_kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, form) per measured row count for fp16 weights
@@ -394,6 +420,7 @@ def profile_from_json(data: Any, where: str = "host profile") -> HostProfile:
             _number(k, "int8_apart_ms", where) if "int8_apart_ms" in k else None,
             _number(k, "fp16_wide_ms", where) if "fp16_wide_ms" in k else None,
             _number(k, "fp16_narrow_ms", where) if "fp16_narrow_ms" in k else None,
+            _number(k, "int8_dynamic_ms", where) if "int8_dynamic_ms" in k else None,
         )
         for k in _list(data, "kernels" if "kernels" in data else "activations", where)
     )

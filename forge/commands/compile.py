@@ -20,6 +20,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
+    parser.add_argument(
+        "--weight-only",
+        action="store_true",
+        help="with --precision int8: keep the activations fp32 everywhere (default: "
+        "quantized at run time where the host profile measured that faster)",
+    )
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
     parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
@@ -29,6 +35,16 @@ def add_parser(sub: Any) -> None:
         help="compile from scratch and store nothing (default: the compile cache, "
         "`forge cache ls`)",
     )
+
+
+def weight_only_option(ns: argparse.Namespace) -> bool | None:
+    """`--weight-only` as `compile_model`'s `dynamic_quantized` (False; else None: the
+    host profile decides); it needs int8 weights."""
+    if not ns.weight_only:
+        return None
+    if ns.precision != "int8":
+        raise ForgeError(f"--weight-only needs --precision int8, got {ns.precision}")
+    return False
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -53,6 +69,7 @@ def run(ns: argparse.Namespace) -> int:
         ns.precision,
         ns.granularity,
         cache=not ns.no_cache,
+        dynamic_quantized=weight_only_option(ns),
     )
     _print_cache(rep)
     # A cache hit ran no pipeline: its figures are the ones stored with the entry.

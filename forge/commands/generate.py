@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from forge.commands.compile import weight_only_option
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
@@ -39,6 +40,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="with --precision int8: quantize the prefill's activations at run time too "
         "(faster first token; the decode stays weight-only)",
+    )
+    parser.add_argument(
+        "--weight-only",
+        action="store_true",
+        help="with --precision int8: keep the activations fp32 everywhere (default: "
+        "quantized at run time where the host profile measured that faster)",
     )
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
     parser.add_argument("--temperature", type=float, help="sample at this temperature")
@@ -170,6 +177,7 @@ def run(ns: argparse.Namespace) -> int:
             precision=ns.precision,
             cache=not ns.no_cache,
             dynamic_prefill=ns.dynamic_prefill,
+            dynamic_quantized=weight_only_option(ns),
         )
     for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
         rep = program.report

@@ -77,6 +77,7 @@ from forge.devtools.children import Child
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
+from forge.runtime.executor import CompileReport
 from forge.runtime.generate import compile_lm
 
 
@@ -273,6 +274,15 @@ class Session:
     """Forge's own figures of the last call: [prefill ms, decode tokens/s]."""
 
 
+def _activations(report: CompileReport) -> str:
+    """How an int8 program's activations ran: quantized at run time (forced, or where the
+    host profile measured it faster: `compile_model`'s notes say which) or fp32."""
+    quantized = ("activations of the int8 MatMuls quantized", "int8 linears at")
+    if any(note.startswith(quantized) for note in report.notes):
+        return "quantized at run time (groups of 32)"
+    return "fp32"
+
+
 def prepare_forge(spec: GenerateSpec, row: str = "forge") -> Session:
     model, prompt = load_lm(spec)
     result = RowResult(row, version=f"forge-ugc {_forge_version()}", prompt=prompt)
@@ -292,13 +302,11 @@ def prepare_forge(spec: GenerateSpec, row: str = "forge") -> Session:
         f"{pre.segments} segment(s); decode {dec.total_seconds:.2f} s, {dec.segments} "
         f"segment(s); cache of {spec.capacity} positions"
     )
-    if ROWS[row].dynamic_prefill:
+    if ROWS[row].precision == "int8":
         result.detail += (
-            "; int8 weights (symmetric, per channel); prefill activations quantized at run "
-            "time (groups of 32), decode fp32 activations"
+            f"; int8 weights (symmetric, per channel); activations: prefill "
+            f"{_activations(pre)}, decode {_activations(dec)}"
         )
-    elif ROWS[row].precision == "int8":
-        result.detail += "; int8 weight-only (symmetric, per channel), fp32 activations"
     elif ROWS[row].precision == "fp16":
         result.detail += "; fp16 weights, fp32 activations"
 

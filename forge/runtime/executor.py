@@ -46,6 +46,7 @@ from forge.conversion.kernel_choice import (
     FP16_KERNELS,
     dynamic_quantization,
     host_choices,
+    int8_dynamic_at,
     linear_kernel,
     linear_rows,
 )
@@ -699,13 +700,15 @@ def compile_model(
     granularity: str = "segment",
     profile: str | None = None,
     cache: bool | CompileCache | None = None,
-    dynamic_quantized: bool = False,
+    dynamic_quantized: bool | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
-    `dynamic_quantized` (int8 only) also quantizes the activations of the int8 MatMuls
-    at run time (`forge.conversion.kernel_choice.dynamic_quantization`): faster where
-    the MatMuls are compute-bound (a prompt), no longer weight-only int8.
+    `dynamic_quantized` (int8 only): True also quantizes the activations of the int8
+    MatMuls at run time (`forge.conversion.kernel_choice.dynamic_quantization`), no
+    longer weight-only int8; False keeps them weight-only; None (the default) does
+    what the host profile measured faster for each graph's row count, as OpenVINO's own
+    default does on CPUs with int8 kernels (weight-only where nothing was measured).
 
     `profile` is npu-place-devices' host profile (default: this host's, measured on
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
@@ -721,7 +724,7 @@ def compile_model(
             f"dynamic quantization quantizes the activations of int8-weight MatMuls: it "
             f"needs precision 'int8', got '{precision}'"
         )
-    if dynamic_quantized:
+    if dynamic_quantized is True:
         notes.append(
             "activations of the int8 MatMuls quantized to int8 at run time "
             "(dynamic quantization, groups of 32)"
@@ -780,7 +783,11 @@ def compile_model(
     plan_seconds = time.perf_counter() - start
     program.module.verify()
     host = load_profile(profile)
-    for note in (_kernel_note(program.function, host, precision), _snippets_note(host, precision)):
+    for note in (
+        _kernel_note(program.function, host, precision),
+        _snippets_note(host, precision),
+        _int8_dynamic_note(program.function, host, precision, dynamic_quantized),
+    ):
         notes += [note] if note else []
     with dynamic_quantization(dynamic_quantized), host_choices(host):
         executor = CompiledNPUExecutor(
@@ -918,6 +925,35 @@ def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: st
     return f"fp16 weights {'; '.join(parts)} (host profile: {measured})"
 
 
+def _int8_dynamic_note(
+    function: func.FuncOp, profile: HostProfile, precision: str, forced: bool | None
+) -> str:
+    """For an int8 program left to the profile: the row counts whose graphs quantize
+    their activations at run time, with the times behind it (nothing when none do)."""
+    rule = profile.int8_dynamic_rule()
+    if precision != "int8" or forced is not None or not any(on for _, on in rule):
+        return ""
+    rows = {
+        linear_rows(op)
+        for op in function.walk()
+        if isinstance(op, npu.WEIGHTED_LINEAR_OPS) and device_of(op) != "cpu"
+    }
+    quantized = sorted(r for r in rows if int8_dynamic_at(rule, r))
+    if not quantized:
+        return ""
+    measured = ", ".join(
+        f"{k.rows} row(s) weight-only {k.int8_fused_ms:.3g} ms, "
+        f"quantized {k.int8_dynamic_ms:.3g} ms"
+        for k in profile.kernels
+        if k.int8_dynamic_ms is not None and k.int8_fused_ms is not None
+    )
+    return (
+        f"int8 linears at {', '.join(map(str, quantized))} row(s) quantize their activations "
+        f"at run time (OpenVINO's dynamic quantization, groups of 32; host profile: "
+        f"{measured}; --weight-only or dynamic_quantized=False keeps them fp32)"
+    )
+
+
 def _snippets_note(profile: HostProfile, precision: str) -> str:
     """For an fp32 program: the row counts whose graphs compile with OpenVINO's snippets
     on, with the times behind it (nothing when none do)."""
@@ -960,7 +996,7 @@ def _from_cache(
     hit: CachedProgram,
     precision: str,
     granularity: str,
-    dynamic_quantized: bool = False,
+    dynamic_quantized: bool | None = None,
     profile: str | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """The executor of a cache entry: its planned IR, the model's own tensors (the

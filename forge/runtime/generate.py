@@ -302,7 +302,7 @@ def _program(
     precision: str,
     granularity: str,
     cache: bool | CompileCache | None = None,
-    dynamic_quantized: bool = False,
+    dynamic_quantized: bool | None = None,
 ) -> Program:
     executor, report = compile_model(
         wrapper,
@@ -330,17 +330,21 @@ def compile_lm(
     granularity: str = "segment",
     cache: bool | CompileCache | None = None,
     dynamic_prefill: bool = False,
+    dynamic_quantized: bool | None = None,
 ) -> CompiledLM:
     """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
     around one static cache of `capacity` positions (`cache`: the compile cache, one
     entry per program; off by default).
 
-    `dynamic_prefill` (int8 only) quantizes the prefill's activations at run time too
-    (`compile_model`'s `dynamic_quantized`): a prompt's MatMuls are compute-bound, so
-    the time to the first token halves; the decode step's are bound by reading the
-    weights, and it stays weight-only int8, which is also faster there."""
+    `dynamic_quantized` (int8 only) is `compile_model`'s, for both programs: None (the
+    default) quantizes the activations at run time where the host profile measured it
+    faster for the program's row count, True everywhere, False nowhere (weight-only).
+    `dynamic_prefill` forces it on for the prefill alone (a prompt's MatMuls are
+    compute-bound, so the time to the first token halves on most hosts)."""
     if dynamic_prefill and precision != "int8":
         raise ForgeError(f"dynamic_prefill needs precision 'int8', got '{precision}'")
+    if dynamic_quantized and precision != "int8":
+        raise ForgeError(f"dynamic_quantized needs precision 'int8', got '{precision}'")
     programs = capture_programs(model, capacity, prompt_capacity)
     wrapper = programs.wrapper
     # The decode step first: where its weights are converted (fp16 kept fp16, int8) and
@@ -348,8 +352,15 @@ def compile_lm(
     # the resident set once its graphs compile (`_spill_copies`), before the prompt's
     # graphs pack the fp32 weights. Llama-3.2-1B at fp16 peaked at 14.2 GB the other
     # way round: the model, the fp16 copy, OpenVINO's fp16 and fp32 packings at once.
-    decode = _program(wrapper, programs.decode_kwargs, precision, granularity, cache)
+    decode = _program(
+        wrapper, programs.decode_kwargs, precision, granularity, cache, dynamic_quantized
+    )
     prefill = _program(
-        wrapper, programs.prefill_kwargs, precision, granularity, cache, dynamic_prefill
+        wrapper,
+        programs.prefill_kwargs,
+        precision,
+        granularity,
+        cache,
+        True if dynamic_prefill else dynamic_quantized,
     )
     return CompiledLM(wrapper, prefill, decode, capacity, prompt_capacity, precision)

@@ -46,6 +46,7 @@ from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.kernel_choice import (
     INT8_KERNELS,
     LINEAR_KERNELS,
+    dynamic_quantization,
     linear_kernels,
     snippets_by_rows,
 )
@@ -69,12 +70,13 @@ PROFILE_ENV = "FORGE_HOST_PROFILE"
 CACHE_ENV = "FORGE_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
-SUITE = "10"
+SUITE = "11"
 """The suite's own version: changing what it measures invalidates every cached profile
 (7: `apart` computes a tanh GELU through Sigmoid, not Tanh; 8: OpenVINO's snippets off
 against on, per row count, and the int8 MLPs' activation fused against apart; 9: fp16
 weights as fp32 values against kept fp16; 10: fp16 weights kept fp16 against the fp32
-weights in the fp32 kernel form chosen, one set of MLP weights per row count)."""
+weights in the fp32 kernel form chosen, one set of MLP weights per row count; 11: the
+int8 MLPs with their activations quantized at run time, against weight-only)."""
 
 LINEAR_BUCKETS: tuple[tuple[int, int, int, str], ...] = (
     (1, 768, 768, ""),
@@ -399,11 +401,14 @@ def kernel_forms(graph: _Graph, rows: int) -> Pair:
 
 def int8_forms(graph: _Graph, rows: int) -> Pair:
     """`graph` (`_mlps`) with int8 weights, as one NNFactory graph in each form of
-    `INT8_KERNELS`: (fused, apart)."""
+    `INT8_KERNELS`, weight-only, then in OpenVINO's form with the activations quantized
+    at run time: (fused, apart, dynamic)."""
     forms = []
     for kernel in INT8_KERNELS:
-        with linear_kernels((), int8=((rows, kernel),)):
+        with linear_kernels((), int8=((rows, kernel),)), dynamic_quantization(False):
             forms.append(graph.segment(precision="int8"))
+    with linear_kernels((), int8=((rows, "fused"),)), dynamic_quantization(True):
+        forms.append(graph.segment(precision="int8"))
     return tuple(forms)
 
 
@@ -572,15 +577,17 @@ def build_profile() -> dict[str, Any]:
         kernels = {f"kernels {rows}": kernel_forms(mlps[rows], rows) for rows in mlps}
         times.update(_rounds(kernels, budget.seconds(KERNEL_ROUND_SECONDS, 0.3)))
         chosen = {rows: KernelTiming(rows, *times[f"kernels {rows}"]).kernel for rows in mlps}
-        # Snippets in the form each row count chose, off against on, the int8 MLPs' two
-        # forms and the fp16 weights' two: pairs of graphs, in rounds of their own.
-        graph_pairs = {f"int8 {rows}": int8_forms(mlps[rows], rows) for rows in mlps}
-        graph_pairs |= {f"fp16 {rows}": fp16_forms(mlps[rows], rows, chosen[rows]) for rows in mlps}
+        # Snippets in the form each row count chose, off against on, and the fp16
+        # weights' two forms: pairs of graphs, in rounds of their own.
+        graph_pairs = {f"fp16 {rows}": fp16_forms(mlps[rows], rows, chosen[rows]) for rows in mlps}
         graph_pairs |= {
             f"snippets {rows}": snippets_pair(rows, layers, chosen[rows])
             for rows, layers in KERNEL_BUCKETS
         }
         times.update(_rounds(graph_pairs, budget.seconds(KERNEL_ROUND_SECONDS, 0.6)))
+        # The int8 MLPs' three forms (two weight-only, one quantizing the activations).
+        int8 = {f"int8 {rows}": int8_forms(mlps[rows], rows) for rows in mlps}
+        times.update(_rounds(int8, budget.seconds(KERNEL_ROUND_SECONDS, 0.6)))
         # At the largest prefill bucket (Llama's hidden size), where it costs the most.
         switch = switch_penalties(*pairs[f"linear {SWITCH_BUCKET}"])
     dispatch = times["dispatch"][0]
@@ -615,7 +622,8 @@ def build_profile() -> dict[str, Any]:
         forms = dict(zip(LINEAR_KERNELS, times[f"kernels {rows}"], strict=True))
         off, on = times[f"snippets {rows}"]
         forms |= {"snippets_off": off, "snippets": on}
-        forms |= dict(zip(("int8_fused", "int8_apart"), times[f"int8 {rows}"], strict=True))
+        int8 = ("int8_fused", "int8_apart", "int8_dynamic")
+        forms |= dict(zip(int8, times[f"int8 {rows}"], strict=True))
         forms |= dict(zip(("fp16_wide", "fp16_narrow"), times[f"fp16 {rows}"], strict=True))
         kernel_times.append({"rows": rows} | {f"{k}_ms": round(ms, 4) for k, ms in forms.items()})
     whole_ms, split_ms = times["transition"]
@@ -757,6 +765,12 @@ def format_profile(loaded: LoadedProfile) -> str:
             lines.append(
                 f"  int8 linear kernels, {k.rows} row(s): activation fused "
                 f"{k.int8_fused_ms:.3f} ms, apart {k.int8_apart_ms:.3f} ms -> {k.int8_kernel}"
+            )
+        if k.int8_dynamic_ms is not None and k.int8_fused_ms is not None:
+            lines.append(
+                f"  int8 activations, {k.rows} row(s): weight-only {k.int8_fused_ms:.3f} ms "
+                f"(fused), quantized at run time {k.int8_dynamic_ms:.3f} ms -> "
+                f"{'quantized' if k.int8_dynamic else 'weight-only'}"
             )
         if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None:
             lines.append(

@@ -134,7 +134,13 @@ def test_a_failing_row_says_why_in_one_line() -> None:
 @pytest.mark.parametrize(
     ("row_name", "detail", "label"),
     [
-        ("forge-int8", "int8 weight-only", "Forge int8 weights"),
+        # The tests' fixed host profile measured no quantized activations: weight-only.
+        ("forge-int8", "activations: prefill fp32, decode fp32", "Forge int8 weights"),
+        (
+            "forge-int8-dq",
+            "activations: prefill quantized at run time (groups of 32), decode fp32",
+            "Forge int8, dynamic prefill",
+        ),
         ("forge-fp16", "fp16 weights", "Forge fp16 weights"),
     ],
 )

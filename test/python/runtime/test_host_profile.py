@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_pro
 from forge.transforms.host_profile import (
     FORMAT,
     HEAD_MARGIN,
+    INT8_DYNAMIC_MARGIN,
     MARGIN,
     HostProfile,
     KernelTiming,
@@ -422,3 +424,43 @@ def test_rounds_run_at_least_min_rounds_when_out_of_time() -> None:
     # One warm-up per side, then per round one untimed opener and one timed call per side.
     assert calls.count("npu") == 1 + 2 * host_profile.MIN_ROUNDS
     assert all(ms >= 0 for ms in times["a"])
+
+
+def test_int8_activations_quantized_where_measured_clearly_faster() -> None:
+    """Quantizing the int8 MLPs' activations at run time needs INT8_DYNAMIC_MARGIN over
+    the faster weight-only form; where taken, the int8 form is OpenVINO's (the form it
+    was timed in). Unmeasured: weight-only."""
+    decode = KernelTiming(1, 3.0, 3.0, int8_fused_ms=1.0, int8_apart_ms=0.95)
+    assert not decode.int8_dynamic and decode.int8_kernel == "apart"
+    fast = replace(decode, int8_dynamic_ms=0.6)
+    assert fast.int8_dynamic and fast.int8_kernel == "fused"
+    near = replace(decode, int8_dynamic_ms=0.95 * (1 - INT8_DYNAMIC_MARGIN) + 0.01)
+    assert not near.int8_dynamic
+    profile = HostProfile({"cpu": "synthetic"}, 0.1, 0.01, (), kernels=(fast, decode))
+    assert profile.int8_dynamic_rule() == ((1, True), (1, False))
+
+
+def test_int8_dynamic_round_trips_through_the_file() -> None:
+    data = {
+        "format": FORMAT,
+        "key": {"cpu": "synthetic"},
+        "transition_ms": 0.1,
+        "dispatch_ms": 0.01,
+        "linears": [{"rows": 1, "in": 8, "out": 16, "npu_ms": 1.0, "cpu_ms": 2.0}],
+        "kernels": [
+            {
+                "rows": 1,
+                "fused_ms": 3.0,
+                "apart_ms": 3.0,
+                "int8_fused_ms": 1.0,
+                "int8_apart_ms": 1.1,
+                "int8_dynamic_ms": 0.5,
+            },
+            {"rows": 128, "fused_ms": 9.0, "apart_ms": 9.0},
+        ],
+    }
+    profile = profile_from_json(data)
+    assert profile.int8_dynamic_rule() == ((1, True), (128, False))
+    data["kernels"][0]["int8_dynamic_ms"] = -1
+    with pytest.raises(ProfileError, match="int8_dynamic_ms"):
+        profile_from_json(data)

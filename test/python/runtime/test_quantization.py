@@ -158,3 +158,59 @@ def test_dynamic_quantization_needs_int8_weights() -> None:
     assert "\n" not in str(error.value)
     with pytest.raises(Exception, match="dynamic_prefill needs precision 'int8'"):
         compile_lm(tiny.model, capacity=16, prompt_capacity=4, dynamic_prefill=True)
+
+
+def test_the_profile_decides_which_int8_graphs_quantize_their_activations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No forcing: a graph with int8 weights quantizes its activations where the host
+    profile's rule says so for its rows (the nearest measured row count), a graph
+    without int8 weights never; `dynamic_quantization(False)` (weight-only) and the
+    user's variable win over the rule."""
+    from forge.conversion.kernel_choice import (
+        DYNAMIC_QUANTIZATION_ENV,
+        dynamic_quantization,
+        dynamic_quantization_group,
+        int8_dynamic_by_rows,
+    )
+
+    monkeypatch.delenv(DYNAMIC_QUANTIZATION_ENV, raising=False)
+    ops = list(entry_function(parse_module(LINEAR_AND_ADDMM)).body.block.ops)  # 4 rows
+    assert dynamic_quantization_group(ops, int8=True) == "0"  # nothing measured
+    with int8_dynamic_by_rows(((1, True), (128, False))):
+        assert dynamic_quantization_group(ops, int8=True) == "32"  # 4 is nearest 1
+        assert dynamic_quantization_group(ops, int8=False) == "0"
+        with dynamic_quantization(False):
+            assert dynamic_quantization_group(ops, int8=True) == "0"
+        with dynamic_quantization(None):
+            assert dynamic_quantization_group(ops, int8=True) == "32"
+    with int8_dynamic_by_rows(((1, False), (128, True))):
+        assert dynamic_quantization_group(ops, int8=True) == "0"
+        monkeypatch.setenv(DYNAMIC_QUANTIZATION_ENV, "64")
+        assert dynamic_quantization_group(ops, int8=True) == "64"
+
+
+def test_int8_graphs_the_profile_quantizes_are_their_own_and_stay_close() -> None:
+    from forge.conversion import nnfactory_graph
+    from forge.conversion.kernel_choice import int8_dynamic_by_rows
+
+    run_tiny("gpt2", "int8")  # weight-only graphs are in the cache now
+    before = nnfactory_graph.STATS.compiles
+    with int8_dynamic_by_rows(((1, True),)):
+        _, result = run_tiny("gpt2", "int8")
+    assert nnfactory_graph.STATS.compiles > before
+    assert result.kl < 1e-2 and result.top1 >= 0.9
+
+
+def test_weight_only_needs_int8_in_one_line() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "forge.cli", "compile", "gpt2", "--tiny", "--weight-only"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip() == "forge: error: --weight-only needs --precision int8, got fp32"
