@@ -115,8 +115,10 @@ def dynamic_quantization_group(ops: Sequence[Operation], int8: bool) -> str:
     if DYNAMIC_QUANTIZATION_ENV in os.environ:
         return os.environ[DYNAMIC_QUANTIZATION_ENV]
     rule = _INT8_DYNAMIC.get()
+    if not int8 or not rule:
+        return "0"
     rows = [linear_rows(op) for op in ops if isinstance(op, npu.WEIGHTED_LINEAR_OPS)]
-    if not int8 or not rows or not int8_dynamic_at(rule, max(rows)):
+    if not rows or not int8_dynamic_at(rule, max(rows)):
         return "0"
     return str(DYNAMIC_QUANTIZATION_GROUP)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -343,8 +343,9 @@ class HostProfile:
             head = "head" in b.label
             what = f"linear {b.shape}" + (f" ({b.label})" if b.label else "")
             margin = HEAD_MARGIN if head else MARGIN
-            estimate = Estimate(b.npu_ms, b.cpu_ms, 1 if head else 2, self.transition_ms, b)
-            rows.append((what, replace(estimate, margin=margin)))
+            hops = 1 if head else 2
+            estimate = Estimate(b.npu_ms, b.cpu_ms, hops, self.transition_ms, b, margin=margin)
+            rows.append((what, estimate))
         for o in self.ops:
             rows.append(
                 (f"{o.kind} {o.shape}", Estimate(o.npu_ms, o.cpu_ms, 2, self.transition_ms))

@@ -77,7 +77,7 @@ from forge.devtools.children import Child
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
-from forge.runtime.executor import CompileReport
+from forge.runtime.executor import QUANTIZED_NOTES, CompileReport
 from forge.runtime.generate import compile_lm
 
 
@@ -277,8 +277,7 @@ class Session:
 def _activations(report: CompileReport) -> str:
     """How an int8 program's activations ran: quantized at run time (forced, or where the
     host profile measured it faster: `compile_model`'s notes say which) or fp32."""
-    quantized = ("activations of the int8 MatMuls quantized", "int8 linears at")
-    if any(note.startswith(quantized) for note in report.notes):
+    if any(note.startswith(QUANTIZED_NOTES) for note in report.notes):
         return "quantized at run time (groups of 32)"
     return "fp32"
 
@@ -1112,7 +1111,7 @@ def run_generate_bench(
         groups, note = plan_rows(spec, [r for r in wanted if r not in results], available)
         if note:
             say(note)
-        if any(not ROWS[r].genai and r.startswith("forge") for g in groups for r in g):
+        if any(ROWS[r].forge for g in groups for r in g):
             profile = host_profile_note()
             say(profile)
             notes.append(profile)

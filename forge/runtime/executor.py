@@ -726,8 +726,7 @@ def compile_model(
         )
     if dynamic_quantized is True:
         notes.append(
-            "activations of the int8 MatMuls quantized to int8 at run time "
-            "(dynamic quantization, groups of 32)"
+            f"{QUANTIZED_NOTES[0]} to int8 at run time (dynamic quantization, groups of 32)"
         )
     if profile is None:
         host = load_host_profile()
@@ -925,6 +924,11 @@ def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: st
     return f"fp16 weights {'; '.join(parts)} (host profile: {measured})"
 
 
+QUANTIZED_NOTES = ("activations of the int8 MatMuls quantized", "int8 linears at")
+"""How the notes of a program whose int8 activations are quantized at run time begin
+(forced, then chosen by the host profile)."""
+
+
 def _int8_dynamic_note(
     function: func.FuncOp, profile: HostProfile, precision: str, forced: bool | None
 ) -> str:
@@ -948,7 +952,7 @@ def _int8_dynamic_note(
         if k.int8_dynamic_ms is not None and k.int8_fused_ms is not None
     )
     return (
-        f"int8 linears at {', '.join(map(str, quantized))} row(s) quantize their activations "
+        f"{QUANTIZED_NOTES[1]} {', '.join(map(str, quantized))} row(s) quantize their activations "
         f"at run time (OpenVINO's dynamic quantization, groups of 32; host profile: "
         f"{measured}; --weight-only or dynamic_quantized=False keeps them fp32)"
     )
