@@ -26,6 +26,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -219,11 +220,17 @@ class CompiledNPUExecutor:
             else {}
         )
 
-        for device, ops in device_runs(function):
-            if device == "npu":
-                self._add_npu_run(ops)
-            else:
-                self._add_cpu(ops[0])
+        runs = list(device_runs(function))
+        self._packing: dict[Operation, Future[Callable[..., Any]]] = {}
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-pack") as packer:
+            self._packing = self._pack_ahead(runs, packer)
+            self.packed_ahead = len(self._packing)
+            """CPU linears whose weights were packed while the graphs compiled."""
+            for device, ops in runs:
+                if device == "npu":
+                    self._add_npu_run(ops)
+                else:
+                    self._add_cpu(ops[0])
         self.spilled_copy_bytes = self._spill_copies()
         """Weights converted or quantized for the graphs, moved out of the resident set
         once compiled (`_spill_copies`)."""
@@ -331,11 +338,35 @@ class CompiledNPUExecutor:
 
     def _cpu_kernel(self, op: Operation) -> Callable[..., Any]:
         """`cpu_kernel(op)`, except that a linear whose weight is baked in (a weight
-        argument, weights as constants) gets its weight packed once (`PackedLinear`)."""
-        if self.weights_as != "constants" or not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
-            return cpu_kernel(op)
-        weight = self._constants.get(op.weight)
+        argument, weights as constants) gets its weight packed once (`PackedLinear`),
+        by `_pack_ahead`'s thread when the executor has graphs to compile meanwhile."""
+        packing = self._packing.pop(op, None)
+        if packing is not None:
+            return packing.result()
+        weight = self._baked_weight(op)
         return cpu_kernel(op) if weight is None else packed_linear_kernel(op, weight)
+
+    def _baked_weight(self, op: Operation) -> torch.Tensor | None:
+        """The weight `_cpu_kernel` packs for `op`, or None."""
+        if self.weights_as != "constants" or not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
+            return None
+        return self._constants.get(op.weight)
+
+    def _pack_ahead(
+        self, runs: Sequence[tuple[str, list[Operation]]], packer: ThreadPoolExecutor
+    ) -> dict[Operation, Future[Callable[..., Any]]]:
+        """Start packing the CPU linears' weights on `packer`'s thread while the graphs
+        compile, when there are graphs: OpenVINO's compile keeps one core busy, and a
+        packed LM head (1 GB for Llama-3.2-1B) is mostly first touches of new memory,
+        which the other core fills at the same time (docs/compile-time.md)."""
+        if not any(device == "npu" for device, _ in runs):
+            return {}
+        packing: dict[Operation, Future[Callable[..., Any]]] = {}
+        for device, ops in runs:
+            weight = self._baked_weight(ops[0]) if device == "cpu" else None
+            if weight is not None:
+                packing[ops[0]] = packer.submit(packed_linear_kernel, ops[0], weight)
+        return packing
 
     def _add_npu_run(self, ops: list[Operation]) -> None:
         if not ops:

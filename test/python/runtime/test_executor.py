@@ -273,6 +273,10 @@ def test_head_on_the_cpu_packs_its_weight(name: str) -> None:
     executor = executor_for(tiny, module)
     head = executor.steps[-1]
     assert head.device == "cpu" and "packed_linear_kernel" in head.run.__qualname__
+    packed = [
+        s for s in executor.steps if "packed_linear_kernel" in getattr(s.run, "__qualname__", "")
+    ]
+    assert executor.packed_ahead == len(packed)  # each packed while the graphs compiled
     assert any("measured faster" in why for why in report.placement.cpu_reasons)
     assert any("(head)" in why and "-> CPU" in why for why in report.placement.measured)
     result = agreement(tiny, executor)
