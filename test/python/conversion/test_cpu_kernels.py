@@ -134,3 +134,45 @@ def test_stacked_rows_fail_as_index_copy_fails() -> None:
         pairs = [caches[0], rows[0:1], caches[1], rows[1:2]]
         with pytest.raises((IndexError, RuntimeError)):
             kernel(torch.tensor([position]), *pairs)
+
+
+@pytest.mark.parametrize("first", [0, 3, 5])
+def test_a_run_of_positions_is_written_as_slices(first: int) -> None:
+    """A prefill chunk's consecutive positions: stacked caches and rows in one buffer
+    take one strided copy, separate rows a copy per cache; the caches end as
+    `index_copy_` leaves them."""
+    positions = torch.arange(first, first + 3)
+    block = torch.randn(4, 3, 3, 4, generator=torch.Generator().manual_seed(3))
+    one = [block[k : k + 1] for k in range(4)]
+    for rows in (one, [r.clone() for r in block.split(1)]):
+        _, caches = _stacked(4)
+        expected = [c.clone() for c in caches]
+        for cache, row in zip(expected, rows, strict=True):
+            cache.index_copy_(2, positions, row)
+        kernel = cache_updates_kernel(2)
+        pairs = [t for pair in zip(caches, rows, strict=True) for t in pair]
+        result = kernel(positions, *pairs)
+        views = kernel.row_views  # type: ignore[attr-defined]
+        assert (views.source is not None) == (rows is one)  # one block: one strided copy
+        assert all(r is c for r, c in zip(result, caches, strict=True))
+        for cache, want in zip(caches, expected, strict=True):
+            assert torch.equal(cache, want)
+
+
+def test_runs_that_are_not_slices_fail_as_index_copy_fails() -> None:
+    """Past the end, negative, rows of another length, shape or dtype: `index_copy_`
+    writes them, and fails there."""
+    _, caches = _stacked(2)
+    kernel = cache_updates_kernel(2)
+    rows = torch.ones(2, 3, 3, 4)
+    cases = (
+        (torch.arange(6, 9), rows),
+        (torch.arange(-1, 2), rows),
+        (torch.arange(0, 2), rows),
+        (torch.arange(0, 3), torch.ones(2, 3, 3, 1)),
+        (torch.arange(0, 3), rows.double()),
+    )
+    for positions, block in cases:
+        pairs = [caches[0], block[0:1], caches[1], block[1:2]]
+        with pytest.raises((IndexError, RuntimeError)):
+            kernel(positions, *pairs)
