@@ -221,9 +221,9 @@ class CompiledNPUExecutor:
         )
 
         runs = list(device_runs(function))
-        self._packing: dict[Operation, Future[Callable[..., Any]]] = {}
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-pack") as packer:
             self._packing = self._pack_ahead(runs, packer)
+            """Per CPU linear: its packed kernel, being made on `packer`'s thread."""
             self.packed_ahead = len(self._packing)
             """CPU linears whose weights were packed while the graphs compiled."""
             for device, ops in runs:
