@@ -109,6 +109,17 @@ def _static_mask(op: Operation) -> str | None:
     return None
 
 
+def _whole_blocks(op: Operation) -> str | None:
+    assert isinstance(op, npu.CachedAttentionOp)
+    capacity = op.key_cache.type.get_shape()[2]  # type: ignore[attr-defined]
+    if capacity % PAGED_BLOCK:
+        return f"a cache of {capacity} positions is not whole blocks of {PAGED_BLOCK}"
+    return None
+
+
+PAGED_BLOCK = 32
+"""Positions per block of OpenVINO's paged f32 cache (conversion/cached_attention.py)."""
+
 LOWERINGS: dict[Key, Lowering] = {
     # contractions and fused ops
     npu.MatmulOp: Lowering("lower_matmul"),
@@ -116,6 +127,12 @@ LOWERINGS: dict[Key, Lowering] = {
     npu.AddmmOp: Lowering("lower_addmm"),
     npu.FusedLinearOp: Lowering("lower_fused_linear"),
     npu.SDPAOp: Lowering("attention.lower_sdpa", Capability(min_rank=3, check=_static_mask)),
+    npu.CachedAttentionOp: Lowering(
+        "cached_attention.lower_cached_attention",
+        Capability(
+            dtypes=frozenset({"f32"}), any_dtype_operands=frozenset({5}), check=_whole_blocks
+        ),
+    ),
     # normalization and reductions (reduce_mean / power / eltwise in NNFactory)
     npu.SoftmaxOp: Lowering("lower_softmax"),
     npu.LayerNormOp: Lowering("lower_layer_norm"),

@@ -284,6 +284,48 @@ def cache_update_kernel(op: npu.CacheUpdateOp) -> Kernel:
     return lambda cache, positions, update: aten.index_copy_.default(cache, dim, positions, update)
 
 
+def check_run(positions: torch.Tensor, capacity: int) -> torch.Tensor:
+    """positions[0] as a [1] tensor, once the positions are checked to be a run of
+    consecutive positions in a cache of `capacity`: what `npu.cached_attention` writes at."""
+    count = positions.shape[0]
+    start = int(positions[0]) if count else 0
+    consecutive = bool((positions[1:] - positions[:-1] == 1).all())
+    if not consecutive or start < 0 or start + count > capacity:
+        shown = positions[:8].tolist()
+        raise ForgeError(
+            f"cache positions {shown}{'...' if count > 8 else ''} are not {count} "
+            f"consecutive positions within the cache's {capacity}"
+        )
+    return positions[:1].clone()
+
+
+def attend_cached(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    start: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Rows start.. of both caches become the new keys and values, in place; then the
+    query attends over the cache up to its own position (the rows after it are hidden,
+    so they are not read)."""
+    first, rows = int(start[0]), q.shape[2]
+    end = first + rows
+    key_cache[:, :, first:end].copy_(k)
+    value_cache[:, :, first:end].copy_(v)
+    seen = torch.arange(end) <= torch.arange(first, end)[:, None]
+    return aten.scaled_dot_product_attention.default(
+        q,
+        key_cache[:, :, :end],
+        value_cache[:, :, :end],
+        attn_mask=seen,
+        scale=scale,
+        enable_gqa=q.shape[1] != key_cache.shape[1],
+    )
+
+
 CACHED_ROW_POSITIONS = 256
 """Positions whose row views `cache_updates_kernel` keeps (2 x layers views each)."""
 
@@ -634,6 +676,12 @@ def cpu_kernel(op: Operation) -> Kernel:
             return cat_kernel(op)
         case npu.CacheUpdateOp():
             return cache_update_kernel(op)
+        case npu.RunStartOp():
+            capacity = _int(op.capacity)
+            return lambda positions: check_run(positions, capacity)
+        case npu.CachedAttentionOp():
+            scale = op.scale.value.data
+            return lambda *operands: attend_cached(*operands, scale=scale)
         case npu.SplitOp():
             return split_kernel(op)
     raise NoKernel(f"no CPU kernel for '{op.name}'")

@@ -39,10 +39,20 @@ class GraphInput:
     transposed: bool = False
     """Stored as the transpose of its last two dims (an fp16 constant [in, out] weight,
     kept [out, in], the form OpenVINO's FullyConnected reads without a Transpose)."""
+    written: bool = False
+    """The graph writes into it (a cache `npu.cached_attention` updates in place): bound
+    where the tensor lives, never converted, copied or staged."""
 
     def arrays(self, tensor: torch.Tensor) -> list[np.ndarray]:
         """The parameter arrays for `tensor` (they must outlive the graph's run)."""
         t = tensor.detach()
+        if self.written:
+            if t.dtype != _torch_for_numpy(self.dtype) or not t.is_contiguous():
+                raise ForgeError(
+                    f"a cache the graph writes in place must be a contiguous {self.dtype} "
+                    f"tensor, got {t.dtype} with strides {t.stride()}"
+                )
+            return [t.numpy()]
         if self.storage == "int8":
             return list(quantize_int8(t, self.reduce_dim, self.dtype))
         if self.storage == "fp16":
@@ -291,7 +301,9 @@ class GraphCall:
                     held[index] = small[2]
                 continue
             arrays, addresses = self._input_arrays(i, tensor)
-            frozen = i in self._frozen  # bound where it lives: state changes in place
+            # bound where it lives: state changes in place, and a written cache is the
+            # caller's own memory
+            frozen = i in self._frozen or bool(self.inputs[i] and self.inputs[i].written)
             for array, address in zip(arrays, addresses, strict=True):
                 if held.get(index) != address and not frozen:
                     staged, address = self._stage(index, array, address)

@@ -95,6 +95,8 @@ def graph_input(value: SSAValue, precision: str, constant: bool = False) -> Grap
     tensor, so a tied embedding and LM head agree.
     """
     dtype = numpy_dtype(value, PRECISIONS[precision])
+    if npu.written_in_place(value):
+        return GraphInput(dtype, written=True)
     stored = npu.weight_storage(value, precision)
     if stored is None or stored == "fp32":
         return GraphInput(dtype, constant=constant)

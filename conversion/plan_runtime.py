@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from forge.conversion import kernel_choice, nnfactory_graph
+from forge.conversion import cached_attention, kernel_choice, nnfactory_graph
+from forge.conversion.cpu_kernels import attend_cached, check_run  # noqa: F401 (printed)
 from forge.conversion.graph_call import GraphInput
 from forge.conversion.nnfactory_backend import PACKAGE
 
@@ -60,6 +61,29 @@ def strided_slice(
     ends = np.asarray(end_mask, dtype=np.uint32)
     node = nnfactory_graph._strided_slice()(
         f._mm, x.node, begin.node, end.node, stride.node, begins.size, begins, ends.size, ends
+    )
+    return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
+
+
+def paged_attention(
+    f: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    key_cache: Any,
+    value_cache: Any,
+    start: Any,
+    kv_heads: int,
+    rows: int,
+    blocks: int,
+    size: int,
+    scale: float,
+) -> Any:
+    """`lower_cached_attention`'s backend call: OpenVINO's PagedAttentionExtension
+    through the binding scripts/build_nnfactory.sh adds (`paged_attention_binding`)."""
+    handles = (query, key, value, key_cache, value_cache, start)
+    node = cached_attention.paged_attention_binding()(
+        f._mm, *(h.node for h in handles), kv_heads, rows, blocks, size, scale
     )
     return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
 

@@ -77,8 +77,23 @@ class ProgramText:
     body: list[str]
 
 
+def _kernel_call(op: Operation, names: Names) -> str | None:
+    """The CPU steps whose kernels branch on their data (a check, slices at a run-time
+    position), printed as calls of those kernels (`plan_runtime`)."""
+    operands = ", ".join(names(op.operands))
+    if isinstance(op, npu.RunStartOp):
+        return f"{names(op.results)[0]} = check_run({operands}, {op.capacity.value.data})"
+    if isinstance(op, npu.CachedAttentionOp):
+        scale = literal(op.scale.value.data)
+        return f"{names(op.results)[0]} = attend_cached({operands}, scale={scale})"
+    return None
+
+
 def cpu_step_lines(op: Operation, names: Names, program: ProgramText) -> list[str]:
     """`op`'s CPU callable as the ATen calls it makes, bound to `op`'s result names."""
+    call = _kernel_call(op, names)
+    if call is not None:
+        return [call]
     inputs, result, recorder = run_recorded(op, cpu_kernel(op))
     outputs = names(op.results)
     returned = [result] if len(outputs) == 1 else list(result) if outputs else []
@@ -357,8 +372,11 @@ def plan_to_python(
         f'{usage}."""\n'
     )
     helpers = ["strided_slice", "unpack_array", "weight_arrays"]
-    for helper in ("mark_llm", "mark_decompression", "compile_with_snippets"):
+    for helper in ("mark_llm", "mark_decompression", "compile_with_snippets", "paged_attention"):
         if any(f"{helper}(" in builder for builder in program.builders):
+            helpers.insert(0, helper)
+    for helper in ("check_run", "attend_cached"):
+        if any(f" = {helper}(" in line for line in program.body):
             helpers.insert(0, helper)
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
@@ -409,6 +427,8 @@ def _spec(spec: GraphInput) -> str:
         text += ", constant=True"
     if spec.transposed:
         text += ", transposed=True"
+    if spec.written:
+        text += ", written=True"
     return f"GraphInput({text})"
 
 

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion import nnfactory_graph
+from forge.conversion import cached_attention, nnfactory_graph
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphInput
 from forge.conversion.plan_text import describe, literal, tuple_text
@@ -200,6 +200,15 @@ class SegmentTrace:
         self._calls_at_op = 0
         self.lines.append(("mark_llm(f)", "OpenVINO then keeps the fp16 weights fp16"))
 
+    def paged_attention(self, args: tuple[Any, ...], node: Any) -> None:
+        _, *handles, kv_heads, rows, blocks, size, scale = args
+        nodes = ", ".join(self._node(n) or "?" for n in handles)
+        target = self._bind(node)
+        sizes = f"{kv_heads}, {rows}, {blocks}, {size}, {literal(scale)}"
+        self.lines.append(
+            (f"{target} = paged_attention(f, {nodes}, {sizes})", "writes the caches in place")
+        )
+
     def slice(self, args: tuple[Any, ...], node: Any) -> None:
         _, x, begin, end, stride, _, begin_mask, _, end_mask = args
         nodes = ", ".join(self._node(n) or "?" for n in (x, begin, end, stride))
@@ -222,7 +231,7 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
 
     GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
     try:
-        with _recording_slices(trace), _recording_marks(trace):
+        with _recording_slices(trace), _recording_marks(trace), _recording_paged(trace):
             yield
     finally:
         GraphInput.arrays = arrays  # type: ignore[method-assign]
@@ -261,27 +270,43 @@ def _recording_marks(trace: SegmentTrace) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _recording_slices(trace: SegmentTrace) -> Iterator[None]:
-    """`GraphBuilder.slice` calls the StridedSlice binding directly, not through the
-    factory: route that one call through `trace` while the segment is built."""
-    original = nnfactory_graph._strided_slice
+def _recording_binding(
+    module: Any, name: str, trace: SegmentTrace, report: Callable[[tuple[Any, ...], Any], None]
+) -> Iterator[None]:
+    """Route the calls of `module.name`, a binding the builder calls directly instead of
+    through the factory, through `report` while the segment is built."""
+    original = getattr(module, name)
 
-    def recording() -> Callable[..., Any]:
+    def recording() -> Callable[..., Any] | None:
         fn = original()
+        if fn is None:
+            return None
 
         def call(*args: Any) -> Any:
             node = fn(*args)
             if trace.factory is not None and args[0] is trace.factory._mm:
-                trace.slice(args, node)
+                report(args, node)
             return node
 
         return call
 
-    nnfactory_graph._strided_slice = recording  # type: ignore[assignment]
+    setattr(module, name, recording)
     try:
         yield
     finally:
-        nnfactory_graph._strided_slice = original  # type: ignore[assignment]
+        setattr(module, name, original)
+
+
+def _recording_slices(trace: SegmentTrace) -> contextlib.AbstractContextManager[None]:
+    """`GraphBuilder.slice` calls the StridedSlice binding directly."""
+    return _recording_binding(nnfactory_graph, "_strided_slice", trace, trace.slice)
+
+
+def _recording_paged(trace: SegmentTrace) -> contextlib.AbstractContextManager[None]:
+    """`lower_cached_attention` calls the paged-attention binding directly."""
+    return _recording_binding(
+        cached_attention, "paged_attention_binding", trace, trace.paged_attention
+    )
 
 
 # --------------------------------------------------------- recording a CPU step

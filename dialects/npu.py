@@ -185,6 +185,14 @@ def _expect_same_element(what: str, actual: Attribute, expected: Attribute) -> N
         raise ShapeError(f"{what} has element type {actual}, expected {expected}")
 
 
+def _expect_integer(what: str, value: SSAValue) -> Attribute:
+    """`value`'s element type, which must be a (non-boolean) integer."""
+    element = element_type(value.type)
+    if not isinstance(element, IntegerType) or is_bool(element):
+        raise ShapeError(f"{what} must have an integer element type, got {element}")
+    return element
+
+
 def _expect_float(what: str, value: SSAValue) -> None:
     if not is_float(element_type(value.type)):
         raise ShapeError(f"{what} must have a float element type, got {element_type(value.type)}")
@@ -797,6 +805,9 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     written = {arg: result for result, arg in pairs}
     done: set[int] = set()
     for op in block.ops:
+        if isinstance(op, CachedAttentionOp):
+            done.update(_cached_attention_writes(op, written, returned))
+            continue
         if not isinstance(op, CacheUpdateOp):
             continue
         cache = op.cache
@@ -818,6 +829,36 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     return frozenset(done)
 
 
+def _cached_attention_writes(
+    op: CachedAttentionOp, written: dict[int, int], returned: list[SSAValue]
+) -> list[int]:
+    """The write-backs `op` does in place: its caches must be written arguments that
+    nothing reads after it and that the function writes back as they are."""
+    results = []
+    for cache in (op.key_cache, op.value_cache):
+        assert isinstance(cache, BlockArgument)  # verified by the op
+        name = cache.name_hint or "?"
+        if cache.index not in written:
+            raise VerifyException(
+                f"npu.cached_attention writes %{name}, which {WRITES} does not name"
+            )
+        if any(
+            not runs_before(use.operation, op)
+            for use in cache.uses
+            if use.operation is not op and not isinstance(use.operation, func.ReturnOp)
+        ):
+            raise VerifyException(
+                f"npu.cached_attention writes %{name} in place, but %{name} has readers after it"
+            )
+        result = written[cache.index]
+        if result >= len(returned) or returned[result] is not cache:
+            raise VerifyException(
+                f"npu.cached_attention writes %{name}, but the function writes back another value"
+            )
+        results.append(result)
+    return results
+
+
 def runs_before(reader: Operation, update: Operation) -> bool:
     """Whether `reader` (or the op of the update's block holding it) comes before `update`."""
     block = update.parent_block()
@@ -828,6 +869,13 @@ def runs_before(reader: Operation, update: Operation) -> bool:
         reader = parent
     return block is not None and block.get_operation_index(reader) < block.get_operation_index(
         update
+    )
+
+
+def written_in_place(value: SSAValue) -> bool:
+    """Whether an `npu.cached_attention` writes `value` (one of its caches) in place."""
+    return any(
+        isinstance(use.operation, CachedAttentionOp) and use.index in (3, 4) for use in value.uses
     )
 
 
@@ -1096,9 +1144,7 @@ class EmbeddingOp(NpuOp):
     def verify_shapes(self) -> None:
         w = shape_of(self.weight.type)
         _expect_rank("weight", w, 2)
-        idx = element_type(self.indices.type)
-        if not isinstance(idx, IntegerType) or is_bool(idx):
-            raise ShapeError(f"indices must have an integer element type, got {idx}")
+        _expect_integer("indices", self.indices)
         _expect_shape("result", shape_of(self.result.type), (*shape_of(self.indices.type), w[1]))
         _expect_same_element(
             "result", element_type(self.result.type), element_type(self.weight.type)
@@ -1362,15 +1408,115 @@ class CacheUpdateOp(NpuOp):
         d = normalize_dim(_int(self.dim), len(cache))
         positions = shape_of(self.positions.type)
         _expect_rank("positions", positions, 1)
-        idx = element_type(self.positions.type)
-        if not isinstance(idx, IntegerType) or is_bool(idx):
-            raise ShapeError(f"positions must have an integer element type, got {idx}")
+        _expect_integer("positions", self.positions)
         _expect_shape(
             "update", shape_of(self.update.type), (*cache[:d], positions[0], *cache[d + 1 :])
         )
         _expect_same_element(
             "update", element_type(self.update.type), element_type(self.cache.type)
         )
+
+
+@irdl_op_definition
+class RunStartOp(NpuOp):
+    """The first of `positions`, which must be consecutive and lie in [0, capacity).
+
+    What `npu.cached_attention` reads for where a step's rows go: the check runs on the
+    CPU before any graph writes a cache, and fails the call (not the cache) otherwise.
+    """
+
+    name = "npu.run_start"
+    positions = operand_def()
+    capacity = prop_def(IntegerAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    assembly_format = "$positions attr-dict `:` type($positions) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        positions = shape_of(self.positions.type)
+        _expect_rank("positions", positions, 1)
+        idx = _expect_integer("positions", self.positions)
+        _expect_shape("result", shape_of(self.result.type), (1,))
+        _expect_same_element("result", element_type(self.result.type), idx)
+        if DYNAMIC not in positions and positions[0] > _int(self.capacity):
+            raise ShapeError(
+                f"{positions[0]} positions do not fit a capacity of {_int(self.capacity)}"
+            )
+
+
+class WritesCaches(MemoryEffect):
+    """Writes its `key_cache` and `value_cache` operands (caller-owned state) in place."""
+
+    @classmethod
+    def get_effects(cls, op: Operation) -> set[EffectInstance] | None:
+        assert isinstance(op, CachedAttentionOp)
+        return {
+            EffectInstance(MemoryEffectKind.WRITE, op.key_cache),
+            EffectInstance(MemoryEffectKind.WRITE, op.value_cache),
+        }
+
+
+@irdl_op_definition
+class CachedAttentionOp(NpuOp):
+    """A static-cache attention step: rows `start`.. of both caches (dim 2) become `key`
+    and `value`, in place, then causal attention of `query` over the written caches,
+    query row p seeing cache rows up to `start + p`.
+
+    Shapes: query [1, H, P, D], key and value [1, Hk, P, D], caches [1, Hk, C, D],
+    `start` [1] (an `npu.run_start`), H a multiple of Hk (grouped-query attention).
+    npu-fuse-cached-attention creates it from two `npu.cache_update`s and the
+    `npu.sdpa` that reads them under that causal mask; the caches are function
+    arguments the function writes back as they are.
+    """
+
+    name = "npu.cached_attention"
+    query = operand_def()
+    key = operand_def()
+    value = operand_def()
+    key_cache = operand_def()
+    value_cache = operand_def()
+    start = operand_def()
+    scale = prop_def(FloatAttr)
+    result = result_def()
+    traits = traits_def(WritesCaches())
+
+    assembly_format = (
+        "$query `,` $key `,` $value `into` $key_cache `,` $value_cache `at` $start attr-dict "
+        "`:` functional-type(operands, results)"
+    )
+
+    def verify_shapes(self) -> None:
+        q, k, v = (shape_of(x.type) for x in (self.query, self.key, self.value))
+        kc, vc = shape_of(self.key_cache.type), shape_of(self.value_cache.type)
+        for what, s in (
+            ("query", q),
+            ("key", k),
+            ("value", v),
+            ("key_cache", kc),
+            ("value_cache", vc),
+        ):
+            _expect_rank(what, s, 4)
+        for what, cache in (("key_cache", self.key_cache), ("value_cache", self.value_cache)):
+            if not isinstance(cache, BlockArgument):
+                raise ShapeError(f"{what} must be a function argument (state the caller owns)")
+        _expect_shape("value_cache", vc, kc)
+        _expect_shape("key", k, (1, kc[1], q[2], kc[3]))
+        _expect_shape("value", v, k)
+        _expect_shape("query", q, (1, q[1], k[2], k[3]))
+        if kc[1] == 0 or q[1] % kc[1] != 0:
+            raise ShapeError(f"query heads {q[1]} are not a multiple of key/value heads {kc[1]}")
+        if q[2] > kc[2]:
+            raise ShapeError(f"{q[2]} rows do not fit a cache of {kc[2]}")
+        _expect_shape("start", shape_of(self.start.type), (1,))
+        for what, x in (
+            ("key", self.key),
+            ("value", self.value),
+            ("key_cache", self.key_cache),
+            ("value_cache", self.value_cache),
+        ):
+            _expect_same_element(what, element_type(x.type), element_type(self.query.type))
+        _expect_shape("result", shape_of(self.result.type), q)
 
 
 # ------------------------------------------------------------------- generic
@@ -1568,7 +1714,7 @@ NAMED_OPS: tuple[type[NpuOp], ...] = (
     MatmulOp, LinearOp, AddmmOp, FusedLinearOp, SDPAOp,
     SoftmaxOp, LayerNormOp, RMSNormOp, MeanOp, SumOp, EmbeddingOp,
     ViewOp, ReshapeOp, TransposeOp, PermuteOp, ExpandOp, SliceOp, UnsqueezeOp, SqueezeOp,
-    CatOp, SplitOp, CacheUpdateOp,
+    CatOp, SplitOp, CacheUpdateOp, RunStartOp, CachedAttentionOp,
 )  # fmt: skip
 
 NPU = Dialect("npu", [*NAMED_OPS, GenericOp], [OperandRefAttr])

@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=12  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=14  # bump when the patches below change, to force a rebuild
 OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -186,6 +186,124 @@ new_dtype = """    switch (static_cast<ov::element::Type_t>(in0->get_output_elem
     }"""
 src = src.replace(old_dtype, new_dtype)
 open(bindings, "w").write(src)
+PYEOF
+
+# `paged_attention` adds OpenVINO's PagedAttentionExtension (attention over a cache that
+# the node itself writes the new keys and values into, in place: GenAI's form, one node
+# a layer). Forge keeps its [1, heads, capacity, head_dim] caches and presents them as
+# one sequence per key/value head with blocks of 32 positions in order: [heads x blocks,
+# 1, 32, head_dim] is the same memory (conversion/cached_attention.py). The op's header is
+# OpenVINO's dev API, not in the wheel; the class is declared here as 2026.4.1 defines
+# it (libopenvino exports its constructor; make_shared in its clone_with_new_inputs
+# allocates 480 bytes, which the static_assert checks). A graph with one is compiled
+# with KV_CACHE_PRECISION f32, the precision of Forge's caches.
+"$PY" - "$SDIST/include/intel_npu_acceleration_library/nn_factory.h" "$SDIST/src/bindings.cpp" "$INFERENCE_H" <<'PYEOF'
+import sys
+header, bindings, inference = sys.argv[1:4]
+src = open(header).read()
+anchor = "namespace intel_npu_acceleration_library {"
+assert src.count(anchor) == 1, "nn_factory.h changed upstream; update the paged_attention patch"
+declaration = """namespace ov { namespace op {
+class OPENVINO_API PagedAttentionExtension : public ov::op::Op {
+public:
+    OPENVINO_OP("PagedAttentionExtension")
+    PagedAttentionExtension(const ov::OutputVector& args, bool write_kv_cache = true);
+    void validate_and_infer_types() override;
+    std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& new_args) const override;
+    bool visit_attributes(ov::AttributeVisitor& visitor) override;
+protected:
+    std::vector<ov::element::Type> m_output_type;
+    bool m_write_kv_cache = true;
+};
+static_assert(sizeof(PagedAttentionExtension) == 480, "PagedAttentionExtension is not 2026.4.1's");
+} }
+
+"""
+src = src.replace(anchor, declaration + anchor)
+anchor = "    void result(ov::op::Op* op) {"
+assert anchor in src, "nn_factory.h changed upstream; update the paged_attention patch"
+method = """    ov::op::Op* paged_attention(ov::op::Op* query, ov::op::Op* key, ov::op::Op* value,
+                                ov::op::Op* key_cache, ov::op::Op* value_cache, ov::op::Op* positions,
+                                size_t sequences, size_t tokens, size_t blocks, size_t head_size, float scale) {
+        auto i32 = [](ov::Shape shape, std::vector<int32_t> values) {
+            return ov::opset13::Constant::create(ov::element::i32, shape, values)->output(0);
+        };
+        auto empty = [](ov::element::Type type, ov::Shape shape) {
+            return ov::opset13::Constant::create(type, shape, std::vector<float>{})->output(0);
+        };
+        ov::Shape cache_shape{sequences * blocks, 1, 32, head_size};
+        for (ov::op::Op* cache : {key_cache, value_cache}) {
+            auto* parameter = dynamic_cast<ov::opset13::Parameter*>(cache);
+            if (parameter == nullptr) {
+                throw std::runtime_error("paged_attention: a cache must be a graph parameter");
+            }
+            parameter->set_partial_shape(cache_shape);
+            parameter->validate_and_infer_types();
+        }
+        auto first = std::make_shared<ov::opset13::Gather>(positions->output(0), i32({1}, {0}), i32({}, {0}));
+        auto start = std::make_shared<ov::opset13::Convert>(first, ov::element::i32);
+        auto past_lens = std::make_shared<ov::opset13::Broadcast>(start, i32({1}, {int32_t(sequences)}));
+        auto last = std::make_shared<ov::opset13::Add>(start, i32({1}, {int32_t(tokens)}));
+        auto max_context = std::make_shared<ov::opset13::Squeeze>(last, i32({1}, {0}));
+        std::vector<int32_t> begins, block_begins, table;
+        for (size_t s = 0; s <= sequences; ++s) {
+            begins.push_back(int32_t(s * tokens));
+            block_begins.push_back(int32_t(s * blocks));
+        }
+        for (size_t b = 0; b < sequences * blocks; ++b) table.push_back(int32_t(b));
+        ov::OutputVector args{
+            query->output(0), key->output(0), value->output(0), key_cache->output(0), value_cache->output(0),
+            past_lens, i32({sequences + 1}, begins), i32({sequences * blocks}, table), i32({sequences + 1}, block_begins),
+            ov::opset13::Constant::create(ov::element::f32, ov::Shape{}, {scale})->output(0), i32({}, {0}),
+            empty(ov::element::f32, {0}), max_context,
+            empty(ov::element::i32, {0}), empty(ov::element::i32, {0}), empty(ov::element::i32, {0}),
+            empty(ov::element::f32, {0}), empty(ov::element::f32, {0}), i32({}, {0}), i32({}, {0}),
+            empty(ov::element::f32, {0, 0, 0, 0}), i32({}, {0}),
+            empty(ov::element::i32, {0}), empty(ov::element::i32, {0}), empty(ov::element::i32, {0}),
+            empty(ov::element::i32, {0}), empty(ov::element::u8, {0}), empty(ov::element::i32, {0})};
+        auto attention = std::make_shared<ov::op::PagedAttentionExtension>(args, true);
+        auto& info = attention->get_rt_info();
+        info["num_k_heads"] = size_t(1);
+        info["num_v_heads"] = size_t(1);
+        info["k_head_size"] = head_size;
+        info["v_head_size"] = head_size;
+        operations.push_back(attention);
+        return attention.get();
+    }
+
+"""
+src = src.replace(anchor, method + anchor)
+open(header, "w").write(src)
+src = open(bindings).read()
+anchor = "intel_npu_acceleration_library_DLL_API ov::op::Op* matmul("
+assert anchor in src, "bindings.cpp changed upstream; update the paged_attention patch"
+function = """intel_npu_acceleration_library_DLL_API ov::op::Op* paged_attention(
+    intel_npu_acceleration_library::ModelFactory* factory, ov::op::Op* query, ov::op::Op* key, ov::op::Op* value,
+    ov::op::Op* key_cache, ov::op::Op* value_cache, ov::op::Op* positions, size_t sequences, size_t tokens,
+    size_t blocks, size_t head_size, float scale) {
+    return factory->paged_attention(query, key, value, key_cache, value_cache, positions, sequences, tokens, blocks,
+                                    head_size, scale);
+}
+
+"""
+open(bindings, "w").write(src.replace(anchor, function + anchor, 1))
+src = open(inference).read()
+old = "        compiled_model = core.compile_model(model, device, config);"
+assert old in src, "inference.h changed upstream; update the paged_attention patch"
+new = ("        for (const auto& node : model->get_ops()) {\n"
+       "            if (std::string(node->get_type_name()) == \"PagedAttentionExtension\") {\n"
+       "                config[\"KV_CACHE_PRECISION\"] = std::string(\"f32\");\n"
+       "            }\n"
+       "        }\n" + old)
+src = src.replace(old, new)
+# The plugin turns a paged cache's input dynamic ([?, 1, 32, head_dim]), so an input
+# tensor set over the caller's memory takes the model's own (static) shape.
+old = "        X = ov::Tensor(tensor.get_element_type(), tensor.get_shape(), _X);\n        infer_request.set_input_tensor(idx, X);"
+assert old in src, "inference.h changed upstream; update the paged_attention patch"
+new = ("        const auto& declared = model->input(idx).get_partial_shape();\n"
+       "        X = ov::Tensor(tensor.get_element_type(), declared.is_static() ? declared.to_shape() : tensor.get_shape(), _X);\n"
+       "        infer_request.set_input_tensor(idx, X);")
+open(inference, "w").write(src.replace(old, new))
 PYEOF
 
 # FetchContent expects an OpenVINO release archive layout.

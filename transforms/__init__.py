@@ -30,6 +30,7 @@ FORGE_PASSES = {
     "npu-optimize": "npu_optimize",
     "npu-assign-precision": "npu_assign_precision",
     "npu-update-state-in-place": "npu_update_state_in_place",
+    "npu-fuse-cached-attention": "npu_fuse_cached_attention",
     "npu-attend-before-write": "npu_attend_before_write",
     "npu-place-devices": "npu_place_devices",
     "npu-assign-vregs": "npu_assign_vregs",

@@ -2,7 +2,8 @@
 
 npu-optimize (the six Phase-2 passes to a fixed point), then npu-assign-precision
 (when a precision other than fp32 is asked), npu-update-state-in-place (state such as a
-KV cache written in place, not through a copy), npu-attend-before-write (decode
+KV cache written in place, not through a copy), npu-fuse-cached-attention (a step's
+cache writes and causal attention as one op), npu-attend-before-write (decode
 attention reads the cache before its write, the new row selected in),
 npu-place-devices, npu-schedule-affinity, npu-assign-vregs, npu-liveness and
 npu-linear-scan.
@@ -37,6 +38,7 @@ from forge.dialects.context import make_context
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
 from forge.transforms.npu_attend_before_write import NpuAttendBeforeWritePass
+from forge.transforms.npu_fuse_cached_attention import NpuFuseCachedAttentionPass
 from forge.transforms.npu_linear_scan import AllocationReport, NpuLinearScanPass
 from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
 from forge.transforms.npu_optimize import PHASE2_PASSES, NpuOptimizePass, OptimizeReport
@@ -53,6 +55,7 @@ from forge.transforms.pattern_pass import (
 
 PHASE34_PASSES = (
     "npu-update-state-in-place",
+    "npu-fuse-cached-attention",
     "npu-attend-before-write",
     "npu-place-devices",
     "npu-schedule-affinity",
@@ -110,6 +113,7 @@ class ForgePipelinePass(ModulePass):
             ),
             *precision,
             NpuUpdateStateInPlacePass(),
+            NpuFuseCachedAttentionPass(),
             NpuAttendBeforeWritePass(profile=self.profile),
             NpuPlaceDevicesPass(profile=self.profile),
             NpuScheduleAffinityPass(),

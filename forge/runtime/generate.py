@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from forge.conversion.capabilities import PAGED_BLOCK
 from forge.diagnostics import ForgeError
+from forge.frontend.loading import max_positions
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.compile_cache import CompileCache
 from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
@@ -322,6 +324,17 @@ def _program(
     return Program(executor, report, names)
 
 
+def whole_blocks(capacity: int, limit: int | None) -> int:
+    """`capacity` rounded up to whole blocks of the paged cache (`PAGED_BLOCK` positions),
+    where the model has that many positions: npu-fuse-cached-attention fuses a layer's
+    cache writes and attention only over whole blocks, and the extra positions cost a
+    few rows of cache (the causal mask hides them)."""
+    if capacity < 1:
+        return capacity  # capture_programs says what is wrong with it
+    rounded = -(-capacity // PAGED_BLOCK) * PAGED_BLOCK
+    return rounded if limit is None or rounded <= limit else capacity
+
+
 def compile_lm(
     model: torch.nn.Module,
     capacity: int = 128,
@@ -333,8 +346,9 @@ def compile_lm(
     dynamic_quantized: bool | None = None,
 ) -> CompiledLM:
     """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
-    around one static cache of `capacity` positions (`cache`: the compile cache, one
-    entry per program; off by default).
+    around one static cache of `capacity` positions, rounded up to whole blocks of 32
+    where the model has the positions (`whole_blocks`; `CompiledLM.capacity` is the
+    result), and `cache` the compile cache (one entry per program; off by default).
 
     `dynamic_quantized` (int8 only) is `compile_model`'s, for both programs: None (the
     default) quantizes the activations at run time where the host profile measured it
@@ -345,6 +359,7 @@ def compile_lm(
         raise ForgeError(f"dynamic_prefill needs precision 'int8', got '{precision}'")
     if dynamic_quantized and precision != "int8":
         raise ForgeError(f"dynamic_quantized needs precision 'int8', got '{precision}'")
+    capacity = whole_blocks(capacity, max_positions(model))
     programs = capture_programs(model, capacity, prompt_capacity)
     wrapper = programs.wrapper
     # The decode step first: where its weights are converted (fp16 kept fp16, int8) and

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from forge.conversion.cpu_kernels import cache_updates_kernel
+from forge.conversion.cpu_kernels import attend_cached, cache_updates_kernel, check_run
+from forge.conversion.graph_call import GraphInput
+from forge.diagnostics import ForgeError
 
 
 def _caches(count: int, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
@@ -176,3 +179,44 @@ def test_runs_that_are_not_slices_fail_as_index_copy_fails() -> None:
         pairs = [caches[0], block[0:1], caches[1], block[1:2]]
         with pytest.raises((IndexError, RuntimeError)):
             kernel(positions, *pairs)
+
+
+def test_check_run_passes_a_run_and_refuses_the_rest() -> None:
+    assert check_run(torch.tensor([5, 6, 7]), 8).tolist() == [5]
+    assert check_run(torch.tensor([0]), 1).tolist() == [0]
+    for positions, capacity in (([1, 3], 8), ([2, 1], 8), ([7, 8], 8), ([-1, 0], 8)):
+        with pytest.raises(ForgeError, match="consecutive positions within the cache's"):
+            check_run(torch.tensor(positions), capacity)
+
+
+@pytest.mark.parametrize("heads", [2, 4])
+@pytest.mark.parametrize("start", [0, 5])
+def test_attend_cached_is_the_written_cache_under_the_causal_mask(heads: int, start: int) -> None:
+    """The CPU form of `npu.cached_attention`: index_copy into both caches, then
+    attention over the whole cache with row p seeing rows up to start + p."""
+    generator = torch.Generator().manual_seed(start + heads)
+    q = torch.randn(1, heads, 3, 8, generator=generator)
+    k, v = (torch.randn(1, 2, 3, 8, generator=generator) for _ in range(2))
+    caches = [torch.randn(1, 2, 16, 8, generator=generator) for _ in range(2)]
+    positions = torch.arange(start, start + 3)
+    written = [c.clone().index_copy_(2, positions, x) for c, x in zip(caches, (k, v), strict=True)]
+    seen = torch.arange(16) <= positions[:, None]
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q, *written, attn_mask=seen, scale=0.3, enable_gqa=heads != 2
+    )
+    got = attend_cached(q, k, v, *caches, torch.tensor([start]), scale=0.3)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert all(torch.equal(c, w) for c, w in zip(caches, written, strict=True))
+
+
+def test_written_graph_inputs_are_the_callers_memory() -> None:
+    """A cache a graph writes in place is bound as the tensor's own memory, never a
+    converted or contiguous copy (the writes would be lost)."""
+    spec = GraphInput(np.dtype(np.float32), written=True)
+    cache = torch.zeros(1, 2, 32, 8)
+    (array,) = spec.arrays(cache)
+    assert array.ctypes.data == cache.data_ptr()
+    with pytest.raises(ForgeError, match="contiguous float32 tensor"):
+        spec.arrays(cache.transpose(2, 3))
+    with pytest.raises(ForgeError, match="contiguous float32 tensor"):
+        spec.arrays(cache.double())

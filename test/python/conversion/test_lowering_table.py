@@ -36,12 +36,16 @@ from forge.transforms.forge_pipeline import plan
 
 CUMSUM = "aten.cumsum.default"
 # npu.cache_update writes caller-owned state in place: a CPU kernel, never a graph.
-CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp, npu.CacheUpdateOp)
+CPU_ONLY = (npu.CompareOp, npu.WhereOp, npu.GenericOp, npu.CacheUpdateOp, npu.RunStartOp)
 """Op classes with no NNFactory node (comparisons and boolean logic, `where`) and
 `npu.generic`, whose ATen opcodes get rows of their own."""
 
 
-LOWERING_MODULES = ("forge.conversion.nnfactory_graph", "forge.conversion.attention")
+LOWERING_MODULES = (
+    "forge.conversion.nnfactory_graph",
+    "forge.conversion.attention",
+    "forge.conversion.cached_attention",
+)
 """Where the built-in rows' functions live."""
 
 

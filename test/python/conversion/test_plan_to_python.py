@@ -367,3 +367,40 @@ def test_graphs_compiled_with_snippets_print_so(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("NNFACTORY_SNIPPETS_MODE", "DISABLE")
     source = plan_to_python(module, "fp32", "segment", "constants")
     assert "compile_with_snippets" not in source and "f.compile()" in source
+
+
+CACHED_STEP = """
+func.func @step(%q: tensor<1x4x2x8xf32>, %k: tensor<1x2x2x8xf32>, %v: tensor<1x2x2x8xf32>, %pos: tensor<2xi64>, %kc: tensor<1x2x32x8xf32>, %vc: tensor<1x2x32x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x32x8xf32>, tensor<1x2x32x8xf32>) attributes {npu.writes = ["kc", "vc"]} {
+  %s = npu.run_start %pos {capacity = 32 : i64} : tensor<2xi64> -> tensor<1xi64>
+  %a = npu.cached_attention %q, %k, %v into %kc, %vc at %s {scale = 3.535534e-01 : f64} : (tensor<1x4x2x8xf32>, tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>, tensor<1x2x32x8xf32>, tensor<1x2x32x8xf32>, tensor<1xi64>) -> tensor<1x4x2x8xf32>
+  func.return %a, %kc, %vc : tensor<1x4x2x8xf32>, tensor<1x2x32x8xf32>, tensor<1x2x32x8xf32>
+}
+"""  # noqa: E501
+
+
+def test_paged_attention_prints_and_runs() -> None:
+    """A cached attention in a graph prints as the `paged_attention` binding call over
+    caches bound where they live (`written=True`), and the program writes the caller's
+    caches in place as the executor does."""
+    from forge.dialects.context import make_context
+    from forge.tools.forge_opt import LocatingParser
+
+    module = LocatingParser(make_context(), CACHED_STEP, "step.mlir").parse_module()
+    plan(module)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (
+        torch.randn(shape, generator=generator)
+        for shape in ([1, 4, 2, 8], [1, 2, 2, 8], [1, 2, 2, 8])
+    )
+    pos = torch.tensor([3, 4])
+    caches = {"kc": torch.zeros(1, 2, 32, 8), "vc": torch.zeros(1, 2, 32, 8)}
+    executor = CompiledNPUExecutor(module, caches, 4)
+    assert len(executor.segments) == 1
+    source = plan_to_python(module)
+    assert "paged_attention(f, " in source and "written=True" in source
+    expected = executor(q, k, v, pos)[0]
+    assert torch.equal(caches["kc"][:, :, 3:5], k) and torch.equal(caches["vc"][:, :, 3:5], v)
+    printed = {name: torch.zeros(1, 2, 32, 8) for name in caches}
+    got = run_program(source, [q, k, v, pos, printed["kc"], printed["vc"]])[0]
+    assert torch.equal(got, expected)
+    assert all(torch.equal(printed[name], caches[name]) for name in caches)

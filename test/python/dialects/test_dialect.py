@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from forge.dialects import npu
 
-FUSED = {npu.FusedLinearOp}
+FUSED = {npu.FusedLinearOp, npu.RunStartOp, npu.CachedAttentionOp}
 
 
 def aten_overload(opcode: str) -> object:

@@ -15,9 +15,11 @@ import pytest
 import torch
 
 from forge.diagnostics import ForgeError
+from forge.dialects import npu
 from forge.frontend import models
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
-from forge.runtime.generate import CompiledLM, compile_lm, greedy
+from forge.runtime.generate import CompiledLM, compile_lm, greedy, whole_blocks
+from forge.transforms.forge_pipeline import plan_options
 
 CAPACITY = 32
 PROMPT_CAPACITY = 8
@@ -183,29 +185,38 @@ def test_attention_fused_in_both_programs(built: Built) -> None:
     lm = built.lm
     assert lm.num_layers == models.get_spec(built.name).config(tiny=True).num_hidden_layers
     assert lm.attention_layers == models.get_spec(built.name).attention_layers(tiny=True)
-    assert lm.prefill.count_ops("npu.sdpa") == lm.attention_layers
-    assert lm.decode.count_ops("npu.sdpa") == lm.attention_layers
+    for program in (lm.prefill, lm.decode):
+        # Every layer's cache writes and attention are one paged-attention node, in the
+        # graph (npu-fuse-cached-attention; the cache of 32 is one block).
+        assert program.count_ops("npu.cached_attention") == lm.attention_layers
+        assert program.count_ops("npu.sdpa") == 0
+        assert program.count_ops("npu.run_start") == 1
+        placed = {
+            op.device.data
+            for op in program.executor.function.walk()
+            if isinstance(op, npu.CachedAttentionOp) and op.device is not None
+        }
+        assert placed == {"npu"}
 
 
 def test_cache_writes_are_one_step(built: Built) -> None:
-    """A program whose layers all attend writes its keys and values in one executor step
-    (`cache_updates_kernel`), not one step per cache: a decode step's host time. (LFM2's
-    convolution histories are written between graphs, in steps of their own.)"""
+    """The attention layers' keys and values are written by the graph itself; what a
+    program still writes on the CPU (LFM2's convolution histories) goes in steps of
+    `cache_updates_kernel`, each several caches at once."""
+    convolutions = built.lm.num_layers - built.lm.attention_layers
     for program in (built.lm.prefill, built.lm.decode):
         updates = program.count_ops("npu.cache_update")
-        assert updates >= 2 * built.lm.attention_layers
+        assert updates == convolutions
         writes = [s for s in program.executor.steps if s.cache_updates is not None]
         assert sum(len(step.outputs) for step in writes) == updates
         assert all(len(s.inputs) == 1 + 2 * len(s.outputs) for s in writes)
-        if built.lm.attention_layers == built.lm.num_layers:
-            assert len(writes) == 1
 
 
 def test_decode_rows_go_in_as_one_block(built: Built) -> None:
     """Where every layer attends with caches of one shape (all models here but LFM2's
-    hybrid), the keys and values are slices of one tensor, the decode graph writes its
-    new rows into one pinned buffer, and the cache update step copies them as one
-    strided block; the tokens stay eager's (`test_tokens_match_generate`)."""
+    hybrid), the keys and values are slices of one tensor, which the graphs bind where
+    it lives and write in place (nothing pinned, nothing copied after the graph); the
+    tokens stay eager's (`test_tokens_match_generate`)."""
     lm = built.lm
     stack = lm.wrapper.cache_stack
     caches = lm.wrapper.cache_buffers()[: 2 * lm.attention_layers]
@@ -213,7 +224,7 @@ def test_decode_rows_go_in_as_one_block(built: Built) -> None:
         assert lm.attention_layers < lm.num_layers
         return
     assert all(cache._base is stack for cache in caches)
-    assert lm.decode.executor.pinned_rows == len(caches)
+    assert lm.decode.executor.pinned_rows == 0
     lm.generate(_prompt(), NEW_TOKENS)
     assert stack.abs().sum() > 0
     lm.reset()
@@ -314,7 +325,8 @@ def test_sampling_is_deterministic_for_a_seed(built: Built) -> None:
 def test_other_architectures(name: str) -> None:
     """A tiny random model of an architecture Forge does not name: a 7-token prompt in
     prefill chunks of 3 gives `model.generate`'s greedy tokens, logits and cache within
-    1e-4 of the eager static-cache wrapper, and one fused attention per layer."""
+    1e-4 of the eager static-cache wrapper, and one fused attention per layer (paged,
+    but for a sliding window)."""
     import transformers
 
     config_class, model_class, extra = OTHER_ARCHITECTURES[name]
@@ -329,7 +341,66 @@ def test_other_architectures(name: str) -> None:
     assert len(set(tokens)) > 1, f"degenerate greedy tokens {tokens}"
     _check_steps_match_eager(lm, model, prompt)
     assert lm.attention_layers == lm.num_layers == 2
-    assert lm.prefill.count_ops("npu.sdpa") == lm.decode.count_ops("npu.sdpa") == 2
+    # A sliding window is not the causal mask of a run: Mistral's layers keep npu.sdpa.
+    fused = 0 if "sliding_window" in extra else 2
+    for program in (lm.prefill, lm.decode):
+        assert program.count_ops("npu.cached_attention") == fused
+        assert program.count_ops("npu.sdpa") == 2 - fused
+
+
+def test_positions_must_be_a_run(built: Built) -> None:
+    """A program fed positions that are not a run inside the cache fails with a one-line
+    error before its graph writes a key or value (`npu.run_start` checks them on the
+    CPU), instead of writing other rows than it attends over."""
+    lm = built.lm
+    lm.reset()
+    ids = torch.zeros(1, PROMPT_CAPACITY, dtype=torch.long)
+    gaps = torch.arange(PROMPT_CAPACITY)
+    gaps[1] = 5
+    with pytest.raises(ForgeError, match="consecutive positions within the cache's 32"):
+        lm.prefill(ids, gaps)
+    past_the_end = torch.arange(lm.capacity - 2, lm.capacity - 2 + PROMPT_CAPACITY)
+    with pytest.raises(ForgeError, match="are not 8 consecutive"):
+        lm.prefill(ids, past_the_end)
+    keys_and_values = lm.wrapper.cache_buffers()[: 2 * lm.attention_layers]
+    assert all(cache.abs().sum() == 0 for cache in keys_and_values)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.2-1b"])
+def test_unfused_attention_matches_eager(name: str) -> None:
+    """Without npu-fuse-cached-attention (a cache that is not whole blocks, another
+    mask) a step writes its caches on the CPU and attends before the write
+    (npu-attend-before-write): the same logits and caches as eager."""
+    model = _reinit(models.build_model(name, tiny=True), STD)
+    with plan_options(skip=("npu-fuse-cached-attention",)):
+        lm = _compile(model, CHUNK)
+    for program in (lm.prefill, lm.decode):
+        assert program.count_ops("npu.cached_attention") == 0
+        assert program.count_ops("npu.sdpa") == lm.attention_layers
+        assert program.count_ops("npu.cache_update") == 2 * lm.attention_layers
+    _check_steps_match_eager(lm, model, _prompt(7))
+
+
+def test_capacity_is_whole_blocks() -> None:
+    """compile_lm rounds the cache up to whole blocks of 32 positions where the model
+    has them, and keeps it where it has not."""
+    assert [whole_blocks(c, 1024) for c in (1, 32, 33, 132, 1000, 1024)] == [
+        32,
+        32,
+        64,
+        160,
+        1024,
+        1024,
+    ]
+    assert whole_blocks(1000, 1010) == 1000
+    assert whole_blocks(100, None) == 128
+    assert whole_blocks(0, 1024) == 0
+    model = models.build_model("gpt2", tiny=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = compile_lm(model, capacity=20, prompt_capacity=4)
+    assert lm.capacity == 32
+    assert lm.wrapper.cache_buffers()[0].shape[2] == 32
 
 
 def test_capture_programs_errors() -> None:
