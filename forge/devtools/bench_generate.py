@@ -299,7 +299,9 @@ def prepare_forge(spec: GenerateSpec, row: str = "forge") -> Session:
     result.detail = (
         f"compile prefill ({prompt_capacity} tokens) {pre.total_seconds:.2f} s, "
         f"{pre.segments} segment(s); decode {dec.total_seconds:.2f} s, {dec.segments} "
-        f"segment(s); cache of {spec.capacity} positions"
+        f"segment(s); cache of {lm.capacity} positions"
+        + (f" ({spec.capacity} rounded to whole blocks)" if lm.capacity != spec.capacity else "")
+        + f", {lm.prefill.count_ops('npu.cached_attention')} paged attention node(s) a program"
     )
     if ROWS[row].precision == "int8":
         result.detail += (
