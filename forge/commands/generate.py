@@ -186,6 +186,12 @@ def run(ns: argparse.Namespace) -> int:
             f"compile {name}: {rep.total_seconds:.2f} s ({rep.segments} NNFactory segment(s), "
             f"{rep.fallback_ops} fallback op(s){cached})"
         )
+    paged = lm.prefill.count_ops("npu.cached_attention")
+    rounded = f" ({ns.capacity} rounded up to whole blocks)" if lm.capacity != ns.capacity else ""
+    print(
+        f"cache: {lm.capacity} positions{rounded}; {paged} of {lm.attention_layers} attention "
+        "layer(s) write and attend in one paged-attention node"
+    )
     mode = "greedy" if greedy else f"temperature {ns.temperature}, top-k {ns.top_k}, seed {ns.seed}"
     print(f"prompt: {len(prompt)} tokens; {mode}")
 

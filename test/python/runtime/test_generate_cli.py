@@ -24,6 +24,7 @@ def test_generate_greedy_check(capsys: pytest.CaptureFixture[str]) -> None:
     for text in (
         "compile prefill:",
         "compile decode:",
+        "cache: 32 positions; 2 of 2 attention layer(s) write and attend in one paged",
         "prefill chunk(s): 2",
         "time to first token:",
         "decode latency per token: mean",
@@ -43,6 +44,12 @@ def test_generate_int8_dynamic_prefill(capsys: pytest.CaptureFixture[str]) -> No
     assert "time to first token:" in out
     tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
     assert len(tokens.split()) == 1 + 4
+
+
+def test_generate_rounds_the_cache_to_whole_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["generate", "gpt2", "--tiny", "--capacity", "20", "--prompt-capacity", "4"]
+    assert main([*argv, "--max-new-tokens", "2", "--prompt-len", "3", "--no-cache"]) == 0
+    assert "cache: 32 positions (20 rounded up to whole blocks); 2 of 2" in capsys.readouterr().out
 
 
 def test_generate_sampling(capsys: pytest.CaptureFixture[str]) -> None:
