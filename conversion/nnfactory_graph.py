@@ -65,6 +65,9 @@ from forge.dialects.shapes import DYNAMIC, is_bool, is_float
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
 
+INT32_MAX = (1 << 31) - 1
+"""A StridedSlice stop that means "to the end" (what torch.export and OpenVINO write)."""
+
 PRECISIONS: dict[str, type[np.floating]] = {
     precision: np.float32 for precision in dtypes.PRECISIONS
 }
@@ -670,6 +673,21 @@ class GraphBuilder:
         )
         return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(self.factory, node)
 
+    def axis_slice(self, x: Node, rank: int, axis: int, bounds: slice, size: int) -> Node:
+        """x[..., start:stop:step, ...] along `axis` (of `size`), as a StridedSlice whose
+        other axes are masked whole and whose stop at the axis's end is INT32_MAX: the
+        same values as explicit bounds, and the form OpenVINO's RoPE fusion matches in a
+        rotate_half (RoPEFusionGPTNEOX), which then runs as one RoPE node."""
+        start, stop, step = bounds.indices(size)
+        begin, end, stride = [0] * rank, [0] * rank, [1] * rank
+        begin[axis], stride[axis] = start, step
+        end[axis] = INT32_MAX if step > 0 and stop >= size else stop
+        masks = np.ones(rank, dtype=np.uint32)
+        masks[axis] = 0
+        nodes = [self.constant(v, np.int64).node for v in (begin, end, stride)]
+        node = _strided_slice()(self.factory._mm, x.node, *nodes, rank, masks, rank, masks)
+        return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(self.factory, node)
+
     def reshape(self, x: Node, shape: Sequence[int]) -> Node:
         return self.factory.reshape(x, list(shape))
 
@@ -703,7 +721,6 @@ class GraphBuilder:
 # ----------------------------------------------------------------- elementwise
 
 UNARY: dict[type[npu.UnaryOp], str] = {
-    npu.NegOp: "negative",
     npu.AbsOp: "abs",
     npu.ExpOp: "exp",
     npu.LogOp: "log",
@@ -746,6 +763,10 @@ def lower_unary(b: GraphBuilder, op: npu.UnaryOp) -> Node:
             return b.reciprocal(b.factory.sqrt(x))
         case npu.ReciprocalOp():
             return b.reciprocal(x)
+        case npu.NegOp():
+            # x * -1 is -x exactly; a rotate_half's negation in this form is what
+            # OpenVINO's RoPE fusion matches (RoPEFusionGPTNEOX).
+            return b.factory.eltwise_mul(x, b.constant(-1.0))
     name = UNARY.get(type(op))
     if name is None:
         raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
@@ -945,10 +966,8 @@ def lower_shape(b: GraphBuilder, op: npu.ShapeOp) -> Node:
             return _expand(b, x, shape, result, b.numpy_dtype(op.input))
         case npu.SliceOp():
             d = _axis(_int(op.dim), len(shape))
-            start, end, step = slice(_int(op.start), _int(op.end), _int(op.step)).indices(shape[d])
-            begin, stop, stride = [0] * len(shape), list(shape), [1] * len(shape)
-            begin[d], stop[d], stride[d] = start, end, step
-            return b.slice(x, begin, stop, stride)
+            bounds = slice(_int(op.start), _int(op.end), _int(op.step))
+            return b.axis_slice(x, len(shape), d, bounds, shape[d])
     raise NoNpuLowering(f"no NNFactory lowering for '{op.name}'")
 
 
@@ -963,11 +982,17 @@ def _expand(b: GraphBuilder, x: Node, shape: list[int], result: list[int], dtype
 
 
 def lower_cat(b: GraphBuilder, op: npu.CatOp) -> Node:
-    axis = _axis(_int(op.dim), len(_shape(op.result)))
+    rank = len(_shape(op.result))
+    axis = _axis(_int(op.dim), rank)
     nodes = [b.node(v) for v in op.inputs]
     out = nodes[0]
     for node in nodes[1:]:  # NNFactory's Concat takes two inputs
-        out = b.factory.concat(out, node, axis)
+        if axis == rank - 1:
+            # Axis -1, as exported (NNFactory's `concat` would normalize it): OpenVINO's
+            # RoPE fusion matches a rotate_half's Concat by it.
+            out = b.factory._call_backend_op("concat", out, node, np.int64(-1))
+        else:
+            out = b.factory.concat(out, node, axis)
     return out
 
 

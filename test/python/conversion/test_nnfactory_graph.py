@@ -31,7 +31,7 @@ from forge.devtools.numerics import compare
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.reference import ReferenceExecutor
-from forge.transforms.forge_pipeline import plan
+from forge.transforms.forge_pipeline import plan, plan_options
 
 FP32_ABS = 1e-4
 FP16_REL = 2e-2
@@ -295,6 +295,24 @@ CASES: dict[str, tuple[str, dict]] = {
             "2x7x8",
             "2x7x3",
             "{dim = -1 : i64, start = -5 : i64, end = -2 : i64, step = 1 : i64}",
+        ),
+        {},
+    ),
+    "slice_to_the_end": (
+        shape_op(
+            "slice",
+            "2x7x8",
+            "2x7x5",
+            "{dim = 2 : i64, start = 3 : i64, end = 9223372036854775807 : i64, step = 1 : i64}",
+        ),
+        {},
+    ),
+    "slice_first_dim": (
+        shape_op(
+            "slice",
+            "4x7x8",
+            "2x7x8",
+            "{dim = 0 : i64, start = 1 : i64, end = 3 : i64, step = 1 : i64}",
         ),
         {},
     ),
@@ -971,3 +989,35 @@ def test_frozen_inputs_stay_bound_and_small_inputs_are_staged(
     (y,) = first(x, w1, b)  # and w1 again
     torch.testing.assert_close(y, linear(x, w1, b), rtol=1e-5, atol=1e-4)
     assert 1 in bound
+
+
+def test_rotate_half_lowers_to_openvinos_rope(tmp_path: object) -> None:
+    """Llama's rotate_half (slices of the last dim, a negation, a concat on it) lowers in
+    the form OpenVINO's RoPE fusion matches: the compiled prefill graph runs RoPE nodes,
+    one per query and key, and no Concat or Split of its own for them."""
+    import collections
+    import warnings
+    from pathlib import Path
+
+    import openvino as ov
+
+    from forge.frontend import models
+    from forge.runtime.generate import compile_lm
+
+    # Without paged attention: OpenVINO's IR reader cannot read that node back.
+    with warnings.catch_warnings(), plan_options(skip=("npu-fuse-cached-attention",)):
+        warnings.simplefilter("ignore")
+        lm = compile_lm(
+            models.build_model("llama-3.2-1b", tiny=True), capacity=32, prompt_capacity=8
+        )
+    (segment,) = lm.prefill.executor.segments
+    path = Path(str(tmp_path)) / "prefill.xml"
+    segment.graph.factory.save(str(path))
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    kinds = collections.Counter(
+        node.get_rt_info()["layerType"].astype(str)
+        for node in compiled.get_runtime_model().get_ops()
+    )
+    assert kinds["RoPE"] == 2 * lm.attention_layers
+    assert kinds["Split"] == 0
