@@ -25,7 +25,7 @@ import importlib
 from functools import cache
 from typing import Any
 
-from forge.conversion.capabilities import PAGED_BLOCK
+from forge.conversion.capabilities import PAGED_BLOCK, paged_cache_rejects
 from forge.conversion.nnfactory_graph import (
     PACKAGE,
     GraphBuilder,
@@ -56,8 +56,9 @@ def lower_cached_attention(b: GraphBuilder, op: npu.CachedAttentionOp) -> Node:
         raise NoNpuLowering("this NNFactory build has no paged_attention")
     _, heads, rows, size = _shape(op.query)
     _, kv_heads, capacity, _ = _shape(op.key_cache)
-    if capacity % PAGED_BLOCK:
-        raise NoNpuLowering(f"a cache of {capacity} positions is not whole blocks of {PAGED_BLOCK}")
+    rejected = paged_cache_rejects(op)
+    if rejected is not None:
+        raise NoNpuLowering(rejected)
     groups = heads // kv_heads
     f = b.factory
     query = b.node(op.query)

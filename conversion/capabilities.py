@@ -109,7 +109,8 @@ def _static_mask(op: Operation) -> str | None:
     return None
 
 
-def _whole_blocks(op: Operation) -> str | None:
+def paged_cache_rejects(op: Operation) -> str | None:
+    """Why the paged node cannot hold `op`'s caches (not whole blocks), or None."""
     assert isinstance(op, npu.CachedAttentionOp)
     capacity = op.key_cache.type.get_shape()[2]  # type: ignore[attr-defined]
     if capacity % PAGED_BLOCK:
@@ -130,7 +131,7 @@ LOWERINGS: dict[Key, Lowering] = {
     npu.CachedAttentionOp: Lowering(
         "cached_attention.lower_cached_attention",
         Capability(
-            dtypes=frozenset({"f32"}), any_dtype_operands=frozenset({5}), check=_whole_blocks
+            dtypes=frozenset({"f32"}), any_dtype_operands=frozenset({5}), check=paged_cache_rejects
         ),
     ),
     # normalization and reductions (reduce_mean / power / eltwise in NNFactory)

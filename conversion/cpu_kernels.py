@@ -287,10 +287,9 @@ def cache_update_kernel(op: npu.CacheUpdateOp) -> Kernel:
 def check_run(positions: torch.Tensor, capacity: int) -> torch.Tensor:
     """positions[0] as a [1] tensor, once the positions are checked to be a run of
     consecutive positions in a cache of `capacity`: what `npu.cached_attention` writes at."""
-    count = positions.shape[0]
-    start = int(positions[0]) if count else 0
-    consecutive = bool((positions[1:] - positions[:-1] == 1).all())
-    if not consecutive or start < 0 or start + count > capacity:
+    count = positions.numel()
+    start = int(positions[0]) if count == 1 else _first_of_run(positions.long())
+    if start is None or start < 0 or start + count > capacity:
         shown = positions[:8].tolist()
         raise ForgeError(
             f"cache positions {shown}{'...' if count > 8 else ''} are not {count} "

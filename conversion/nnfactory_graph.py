@@ -664,9 +664,18 @@ class GraphBuilder:
         # `NNFactory.power` insists on equal shapes; the backend op broadcasts.
         return self.factory._call_backend_op("power", x, exponent)
 
-    def slice(self, x: Node, begin: list[int], end: list[int], stride: list[int]) -> Node:
-        """StridedSlice through the corrected binding (see `_strided_slice`)."""
-        masks = np.zeros(len(begin), dtype=np.uint32)
+    def slice(
+        self,
+        x: Node,
+        begin: list[int],
+        end: list[int],
+        stride: list[int],
+        masks: np.ndarray | None = None,
+    ) -> Node:
+        """StridedSlice through the corrected binding (see `_strided_slice`); `masks`
+        (begin and end alike) default to none."""
+        if masks is None:
+            masks = np.zeros(len(begin), dtype=np.uint32)
         bounds = [self.constant(v, np.int64).node for v in (begin, end, stride)]
         node = _strided_slice()(
             self.factory._mm, x.node, *bounds, masks.size, masks, masks.size, masks
@@ -684,9 +693,7 @@ class GraphBuilder:
         end[axis] = INT32_MAX if step > 0 and stop >= size else stop
         masks = np.ones(rank, dtype=np.uint32)
         masks[axis] = 0
-        nodes = [self.constant(v, np.int64).node for v in (begin, end, stride)]
-        node = _strided_slice()(self.factory._mm, x.node, *nodes, rank, masks, rank, masks)
-        return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(self.factory, node)
+        return self.slice(x, begin, end, stride, masks)
 
     def reshape(self, x: Node, shape: Sequence[int]) -> Node:
         return self.factory.reshape(x, list(shape))

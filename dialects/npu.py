@@ -794,10 +794,11 @@ def write_backs(function: func.FuncOp) -> list[tuple[int, int]]:
 
 
 def in_place_writes(function: func.FuncOp) -> frozenset[int]:
-    """Result indices of the write-backs an `npu.cache_update` already did in place (the
-    executor copies nothing for them). Raises VerifyException when an update breaks its
-    contract: its cache must be a written argument that nothing reads after it, and its
-    result must be what the function writes back into that argument."""
+    """Result indices of the write-backs an `npu.cache_update` or `npu.cached_attention`
+    already did in place (the executor copies nothing for them). Raises VerifyException
+    when one breaks its contract: its cache must be a written argument that nothing reads
+    after it, and the function must write back into it what the op says (the update's
+    result; the cache itself, for the attention)."""
     pairs = write_backs(function)
     block = function.body.block
     terminator = block.last_op
@@ -805,58 +806,38 @@ def in_place_writes(function: func.FuncOp) -> frozenset[int]:
     written = {arg: result for result, arg in pairs}
     done: set[int] = set()
     for op in block.ops:
-        if isinstance(op, CachedAttentionOp):
-            done.update(_cached_attention_writes(op, written, returned))
-            continue
-        if not isinstance(op, CacheUpdateOp):
-            continue
-        cache = op.cache
-        name = cache.name_hint if isinstance(cache, BlockArgument) else None
-        if not isinstance(cache, BlockArgument) or cache.index not in written:
-            raise VerifyException(
-                f"npu.cache_update writes %{name or '?'}, which {WRITES} does not name"
-            )
-        if any(not runs_before(use.operation, op) for use in cache.uses if use.operation is not op):
-            raise VerifyException(
-                f"npu.cache_update writes %{name} in place, but %{name} has readers after it"
-            )
-        result = written[cache.index]
-        if result >= len(returned) or returned[result] is not op.result:
-            raise VerifyException(
-                f"npu.cache_update of %{name} is not what the function writes back into it"
-            )
-        done.add(result)
+        for cache, written_back in _state_writes(op):
+            name = cache.name_hint if isinstance(cache, BlockArgument) else None
+            if not isinstance(cache, BlockArgument) or cache.index not in written:
+                raise VerifyException(
+                    f"{op.name} writes %{name or '?'}, which {WRITES} does not name"
+                )
+            result = written[cache.index]
+            if any(
+                not runs_before(use.operation, op)
+                for use in cache.uses
+                if use.operation is not op
+                and not (use.operation is terminator and use.index == result)
+            ):
+                raise VerifyException(
+                    f"{op.name} writes %{name} in place, but %{name} has readers after it"
+                )
+            if result >= len(returned) or returned[result] is not written_back:
+                raise VerifyException(
+                    f"{op.name} of %{name} is not what the function writes back into it"
+                )
+            done.add(result)
     return frozenset(done)
 
 
-def _cached_attention_writes(
-    op: CachedAttentionOp, written: dict[int, int], returned: list[SSAValue]
-) -> list[int]:
-    """The write-backs `op` does in place: its caches must be written arguments that
-    nothing reads after it and that the function writes back as they are."""
-    results = []
-    for cache in (op.key_cache, op.value_cache):
-        assert isinstance(cache, BlockArgument)  # verified by the op
-        name = cache.name_hint or "?"
-        if cache.index not in written:
-            raise VerifyException(
-                f"npu.cached_attention writes %{name}, which {WRITES} does not name"
-            )
-        if any(
-            not runs_before(use.operation, op)
-            for use in cache.uses
-            if use.operation is not op and not isinstance(use.operation, func.ReturnOp)
-        ):
-            raise VerifyException(
-                f"npu.cached_attention writes %{name} in place, but %{name} has readers after it"
-            )
-        result = written[cache.index]
-        if result >= len(returned) or returned[result] is not cache:
-            raise VerifyException(
-                f"npu.cached_attention writes %{name}, but the function writes back another value"
-            )
-        results.append(result)
-    return results
+def _state_writes(op: Operation) -> list[tuple[SSAValue, SSAValue]]:
+    """(cache, what the function must write back into it) for each cache `op` writes in
+    place: an update's result, or the cache itself for a cached attention."""
+    if isinstance(op, CacheUpdateOp):
+        return [(op.cache, op.result)]
+    if isinstance(op, CachedAttentionOp):
+        return [(op.key_cache, op.key_cache), (op.value_cache, op.value_cache)]
+    return []
 
 
 def runs_before(reader: Operation, update: Operation) -> bool:
@@ -875,7 +856,9 @@ def runs_before(reader: Operation, update: Operation) -> bool:
 def written_in_place(value: SSAValue) -> bool:
     """Whether an `npu.cached_attention` writes `value` (one of its caches) in place."""
     return any(
-        isinstance(use.operation, CachedAttentionOp) and use.index in (3, 4) for use in value.uses
+        isinstance(op := use.operation, CachedAttentionOp)
+        and value in (op.key_cache, op.value_cache)
+        for use in value.uses
     )
 
 

@@ -47,7 +47,12 @@ from xdsl.rewriter import InsertPoint
 from forge.conversion.capabilities import PAGED_BLOCK
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
-from forge.transforms.matchers import erase_dead_producers, scalar_value, splat_value
+from forge.transforms.matchers import (
+    constant_of,
+    erase_dead_producers,
+    scalar_value,
+    splat_value,
+)
 from forge.transforms.pattern_pass import NpuPatternPass
 
 MASKED = -1e30
@@ -56,8 +61,8 @@ MASKED = -1e30
 
 def _ints_of(value: SSAValue) -> list[int] | None:
     """The values of an integer `npu.constant`, or None."""
-    constant = value.owner
-    if not isinstance(constant, npu.ConstantOp):
+    constant = constant_of(value)
+    if constant is None:
         return None
     values = constant.value.get_values()
     return [int(v) for v in values] if all(isinstance(v, int) for v in values) else None
