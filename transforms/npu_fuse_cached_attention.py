@@ -215,5 +215,9 @@ class NpuFuseCachedAttentionPass(NpuPatternPass):
     block: int = PAGED_BLOCK
     """Positions per cache block: the cache's capacity must be a multiple."""
 
+    def __post_init__(self) -> None:
+        if self.block < 1:
+            raise ValueError(f"block must be at least 1, got {self.block}")
+
     def patterns(self) -> Sequence[RewritePattern]:
         return (FuseCachedAttention(self.block),)

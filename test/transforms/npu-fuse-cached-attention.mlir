@@ -6,6 +6,8 @@
 // RUN: forge-opt %s -p npu-fuse-cached-attention --split-input-file | filecheck %s
 // RUN: forge-opt %s -p npu-fuse-cached-attention --split-input-file --check-numerics
 // RUN: forge-opt %s -p 'npu-fuse-cached-attention,npu-place-devices' --split-input-file | filecheck %s --check-prefix=PLACE
+// RUN: not forge-opt %s -p 'npu-fuse-cached-attention{block=0}' 2>&1 | filecheck %s --check-prefix=BAD
+// BAD: forge-opt: error: invalid pass pipeline 'npu-fuse-cached-attention{block=0}': block must be at least 1, got 0
 
 // Positive: a decode step of one layer (transformers' causal mask over a static cache,
 // as captured). The mask, the updates and the attention go; the caches are written back
