@@ -29,6 +29,7 @@ FORGE_PASSES = {
     "npu-optimize-layout": "npu_optimize_layout",
     "npu-optimize": "npu_optimize",
     "npu-assign-precision": "npu_assign_precision",
+    "npu-bubble-up-row-gather": "npu_bubble_up_row_gather",
     "npu-update-state-in-place": "npu_update_state_in_place",
     "npu-fuse-cached-attention": "npu_fuse_cached_attention",
     "npu-attend-before-write": "npu_attend_before_write",

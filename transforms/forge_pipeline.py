@@ -1,7 +1,9 @@
 """forge-pipeline: the whole default pipeline, Phase 2 through Phase 4, defined once.
 
 npu-optimize (the six Phase-2 passes to a fixed point), then npu-assign-precision
-(when a precision other than fp32 is asked), npu-update-state-in-place (state such as a
+(when a precision other than fp32 is asked), npu-bubble-up-row-gather (rows gathered
+near the end, such as the one position a prefill returns logits of, gathered where they
+are made), npu-update-state-in-place (state such as a
 KV cache written in place, not through a copy), npu-fuse-cached-attention (a step's
 cache writes and causal attention as one op), npu-attend-before-write (decode
 attention reads the cache before its write, the new row selected in),
@@ -38,6 +40,7 @@ from forge.dialects.context import make_context
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
 from forge.transforms.npu_attend_before_write import NpuAttendBeforeWritePass
+from forge.transforms.npu_bubble_up_row_gather import NpuBubbleUpRowGatherPass
 from forge.transforms.npu_fuse_cached_attention import NpuFuseCachedAttentionPass
 from forge.transforms.npu_linear_scan import AllocationReport, NpuLinearScanPass
 from forge.transforms.npu_liveness import Liveness, NpuLivenessPass
@@ -54,6 +57,7 @@ from forge.transforms.pattern_pass import (
 )
 
 PHASE34_PASSES = (
+    "npu-bubble-up-row-gather",
     "npu-update-state-in-place",
     "npu-fuse-cached-attention",
     "npu-attend-before-write",
@@ -112,6 +116,7 @@ class ForgePipelinePass(ModulePass):
                 iterations=self.iterations, alpha=self.alpha, layout=self.layout, skip=phase2_skip
             ),
             *precision,
+            NpuBubbleUpRowGatherPass(),
             NpuUpdateStateInPlacePass(),
             NpuFuseCachedAttentionPass(),
             NpuAttendBeforeWritePass(profile=self.profile),

@@ -153,7 +153,7 @@ def _run_start(
         point = InsertPoint.after(positions.owner)
     else:
         point = InsertPoint.at_start(block)
-    rewriter.insert_op(start, point)
+    rewriter.insert(start, point)
     return start.result
 
 

@@ -3,8 +3,8 @@
 // name the round they repeat. The IR still goes to stdout.
 
 // RUN: forge-opt %s -p 'forge-pipeline{alpha=0.5}' --dump-pass-pipeline 2>&1 >/dev/null | filecheck %s
-// CHECK: Pass Manager with 9 passes:
-// CHECK-NEXT: builtin.module(npu-optimize{iterations=2 alpha=0.5 layout="auto" skip},npu-update-state-in-place,npu-fuse-cached-attention{block=32},npu-attend-before-write{profile},npu-place-devices{profile},npu-schedule-affinity{rule="best-start"},npu-assign-vregs,npu-liveness,npu-linear-scan{policy="exact"})
+// CHECK: Pass Manager with 10 passes:
+// CHECK-NEXT: builtin.module(npu-optimize{iterations=2 alpha=0.5 layout="auto" skip},npu-bubble-up-row-gather,npu-update-state-in-place,npu-fuse-cached-attention{block=32},npu-attend-before-write{profile},npu-place-devices{profile},npu-schedule-affinity{rule="best-start"},npu-assign-vregs,npu-liveness,npu-linear-scan{policy="exact"})
 // CHECK-NEXT: // npu-optimize repeats, up to 2 rounds: npu-dce,npu-cse,npu-fold-constants{max_elements=4096},npu-fuse-attention,npu-fuse-operators{alpha=0.5},npu-optimize-layout{layout="auto"}
 
 // A flat list keeps its order; no pipeline is an empty one.
