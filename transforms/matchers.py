@@ -19,7 +19,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from forge.dialects import npu
-from forge.dialects.shapes import normalize_dim, shape_of
+from forge.dialects.shapes import DYNAMIC, normalize_dim, shape_of
 from forge.transforms.pattern_pass import side_effect_free
 
 # ------------------------------------------------------------------------- uses
@@ -34,6 +34,11 @@ def only_user(value: SSAValue, user: Operation) -> bool:
     """Whether `user` is the single use of `value`: fusing otherwise would keep the
     intermediate alive and compute it twice."""
     return value.get_user_of_unique_use() is user
+
+
+def static_shapes(*values: SSAValue) -> bool:
+    """Whether every one of `values` has a fully static shape."""
+    return all(DYNAMIC not in shape_of(v.type) for v in values)
 
 
 # -------------------------------------------------------------------- constants

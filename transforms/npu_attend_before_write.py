@@ -79,13 +79,10 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from xdsl.rewriter import InsertPoint
 
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
+from forge.dialects.shapes import element_type, is_float, normalize_dim, shape_of
 from forge.transforms.host_profile import check_profile_option, load_profile
+from forge.transforms.matchers import static_shapes
 from forge.transforms.pattern_pass import NpuPatternPass
-
-
-def _static(*values: SSAValue) -> bool:
-    return all(DYNAMIC not in shape_of(v.type) for v in values)
 
 
 def _is_write_back(use: Use) -> bool:
@@ -110,7 +107,7 @@ class AttendBeforeWrite(RewritePattern):
     def match_and_rewrite(self, op: npu.CacheUpdateOp, rewriter: PatternRewriter) -> None:
         if all(_is_write_back(use) for use in op.result.uses):
             return
-        if not _static(op.cache, op.update, op.positions):
+        if not static_shapes(op.cache, op.update, op.positions):
             return
         element = element_type(op.cache.type)
         if not is_float(element):

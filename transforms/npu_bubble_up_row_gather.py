@@ -38,7 +38,7 @@ same operands; a linear over one row instead of N may round its sums in another 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import TensorType
@@ -47,19 +47,21 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from xdsl.rewriter import InsertPoint
 
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
-from forge.transforms.matchers import erase_dead_producers, erase_unused
+from forge.dialects.shapes import element_type, is_float, normalize_dim, shape_of
+from forge.transforms.matchers import erase_dead_producers, erase_unused, static_shapes
 from forge.transforms.npu_fold_constants import FoldReshapeChain
 from forge.transforms.pattern_pass import NpuPatternPass, side_effect_free
 
 
 @dataclass(frozen=True)
 class RowGather:
-    """An `npu.embedding` that gathers rows of `source` (through `view`, if any)."""
+    """An `npu.embedding` that gathers rows of `source` along `dim` (through `view`, if
+    any)."""
 
     gather: npu.EmbeddingOp
     view: Operation | None
     source: SSAValue
+    dim: int
 
 
 def row_dim(shape: Sequence[int], rows: int) -> int | None:
@@ -71,8 +73,9 @@ def row_dim(shape: Sequence[int], rows: int) -> int | None:
     return dim
 
 
-def as_row_gather(gather: npu.EmbeddingOp) -> RowGather | None:
-    """`gather` as a gather of whole rows of a value, or None."""
+def as_row_gather(gather: npu.EmbeddingOp) -> RowGather:
+    """`gather` as a gather of whole rows: of the value its table views, if the view
+    keeps rows whole, else of the table itself (along dim 0)."""
     table = gather.weight
     rows, width = shape_of(table.type)
     owner = table.owner
@@ -80,34 +83,35 @@ def as_row_gather(gather: npu.EmbeddingOp) -> RowGather | None:
         shape = shape_of(owner.input.type)
         dim = row_dim(shape, rows)
         if dim is not None and math.prod(shape[dim + 1 :]) == width:
-            return RowGather(gather, owner, owner.input)
-    return RowGather(gather, None, table)
+            return RowGather(gather, owner, owner.input, dim)
+    return RowGather(gather, None, table, 0)
 
 
-def _rows_of(value: SSAValue) -> int:
-    return shape_of(value.type)[0]
+def _readers(value: SSAValue) -> list[Operation]:
+    """What reads `value`, looking through views and reshapes of it."""
+    found: list[Operation] = []
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, npu.ViewOp | npu.ReshapeOp):
+            found.extend(u.operation for u in user.result.uses)
+        else:
+            found.append(user)
+    return found
+
+
+def _row_gather_at(op: Operation, value: SSAValue, indices: SSAValue) -> RowGather | None:
+    """`op` as a row gather of `value` at `indices`, or None if it is something else."""
+    if not isinstance(op, npu.EmbeddingOp) or op.indices is not indices:
+        return None
+    gather = as_row_gather(op)
+    return gather if gather.source is value else None
 
 
 def gathers_of(value: SSAValue, indices: SSAValue) -> list[RowGather] | None:
     """The row gathers at `indices` that are all the uses of `value`, or None when
     anything else reads it."""
-    found: list[RowGather] = []
-    for use in value.uses:
-        user = use.operation
-        if isinstance(user, npu.EmbeddingOp) and user.weight is value:
-            views = [user]
-        elif isinstance(user, npu.ViewOp | npu.ReshapeOp):
-            views = [u.operation for u in user.result.uses]
-        else:
-            return None
-        for op in views:
-            if not isinstance(op, npu.EmbeddingOp) or op.indices is not indices:
-                return None
-            row_gather = as_row_gather(op)
-            if row_gather is None or row_gather.source is not value:
-                return None
-            found.append(row_gather)
-    return found
+    found = [_row_gather_at(op, value, indices) for op in _readers(value)]
+    return [g for g in found if g is not None] if None not in found else None
 
 
 # ---------------------------------------------------------------- row-wise producers
@@ -199,23 +203,21 @@ def operand_rows(op: Operation, dim: int) -> OperandRows | None:
     not row-wise along `dim`."""
     if not side_effect_free(op):
         return None
-    rule: Callable[..., OperandRows | None] | None = None
     match op:
         case npu.UnaryOp() | npu.BinaryOp() | npu.WhereOp() | npu.CastOp():
-            rule = _broadcast_rows
+            return _broadcast_rows(op, dim)
         case npu.LinearOp() | npu.FusedLinearOp() | npu.AddmmOp():
-            rule = _linear_rows
+            return _linear_rows(op, dim)
         case npu.NormOp():
-            rule = _norm_rows
+            return _norm_rows(op, dim)
         case npu.MeanOp() | npu.SumOp():
-            rule = _reduce_rows
+            return _reduce_rows(op, dim)
         case npu.ViewOp() | npu.ReshapeOp() | npu.UnsqueezeOp() | npu.SqueezeOp():
-            rule = _reshape_rows
+            return _reshape_rows(op, dim)
         case npu.TransposeOp() | npu.PermuteOp():
-            rule = _permute_rows
+            return _permute_rows(op, dim)
         case _:
             return None
-    return rule(op, dim)
 
 
 # ------------------------------------------------------------------------- rewrite
@@ -284,19 +286,17 @@ def gather_rows(
 
 def _known_gather(value: SSAValue, indices: SSAValue, gathered: Sequence[int]) -> SSAValue | None:
     """The result of a `gather_rows(value, ...)` at `indices` already in the IR, or None."""
-    for use in value.uses:
-        user = use.operation
-        is_gather = isinstance(user, npu.EmbeddingOp) and user.indices is indices
-        if is_gather and shape_of(user.results[0].type) == tuple(gathered):
-            return user.results[0]
-        if not isinstance(user, npu.ViewOp | npu.ReshapeOp):
+    for op in _readers(value):
+        found = _row_gather_at(op, value, indices)
+        if found is None:
             continue
-        for gather in (u.operation for u in user.result.uses):
-            if not isinstance(gather, npu.EmbeddingOp) or gather.indices is not indices:
-                continue
-            for view in (u.operation for u in gather.result.uses):
-                if isinstance(view, npu.ViewOp) and shape_of(view.result.type) == tuple(gathered):
-                    return view.result
+        rows = found.gather.result
+        if shape_of(rows.type) == tuple(gathered):
+            return rows
+        for use in rows.uses:
+            view = use.operation
+            if isinstance(view, npu.ViewOp) and shape_of(view.result.type) == tuple(gathered):
+                return view.result
     return None
 
 
@@ -305,22 +305,20 @@ class BubbleUpRowGather(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: npu.EmbeddingOp, rewriter: PatternRewriter) -> None:
-        found = as_row_gather(op)
-        if found is None or not _static(op):
+        if not static_shapes(*op.operands, op.result):
             return
-        value, indices = found.source, op.indices
+        found = as_row_gather(op)
+        value, indices, dim = found.source, op.indices, found.dim
         producer = value.owner
         count = shape_of(indices.type)
         if not isinstance(producer, npu.NpuOp) or len(count) != 1:
             return
-        rows = _rows_of(op.weight)
-        if count[0] >= rows or not is_float(element_type(value.type)):
+        if count[0] >= shape_of(op.weight.type)[0] or not is_float(element_type(value.type)):
             return
         if not _defined_before(indices, producer):
             return
-        dim = row_dim(shape_of(value.type), rows)
         gathers = gathers_of(value, indices)
-        if dim is None or gathers is None:
+        if gathers is None:
             return
         plan = operand_rows(producer, dim)
         if plan is None or not _floats_where_gathered(producer, plan):
@@ -346,10 +344,6 @@ class BubbleUpRowGather(RewritePattern):
         erase_unused([g.gather for g in gathers], rewriter)
         erase_unused([g.view for g in gathers if g.view is not None], rewriter)
         erase_dead_producers([value], rewriter)
-
-
-def _static(op: npu.EmbeddingOp) -> bool:
-    return all(DYNAMIC not in shape_of(v.type) for v in (*op.operands, op.result))
 
 
 def _floats_where_gathered(op: Operation, plan: OperandRows) -> bool:

@@ -34,8 +34,8 @@ from xdsl.ir import BlockArgument
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC, element_type, is_bool, shape_of
-from forge.transforms.matchers import single_use
+from forge.dialects.shapes import element_type, is_bool, shape_of
+from forge.transforms.matchers import single_use, static_shapes
 from forge.transforms.pattern_pass import NpuPatternPass
 
 INDEX_COPY = "aten.index_copy.default"
@@ -47,10 +47,6 @@ def _written_back_as(function: func.FuncOp, cache: BlockArgument) -> int | None:
         if arg == cache.index:
             return result
     return None
-
-
-def _static(*values: object) -> bool:
-    return all(DYNAMIC not in shape_of(v.type) for v in values)  # type: ignore[attr-defined]
 
 
 class IndexCopyInPlace(RewritePattern):
@@ -78,7 +74,7 @@ class IndexCopyInPlace(RewritePattern):
         index_type = element_type(positions.type)
         if not isinstance(index_type, IntegerType) or is_bool(index_type):
             return
-        if len(shape_of(positions.type)) != 1 or not _static(cache, positions, update):
+        if len(shape_of(positions.type)) != 1 or not static_shapes(cache, positions, update):
             return
         rewriter.replace(
             op,
