@@ -68,6 +68,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from forge.dialects.canonicalization import NpuCanonicalization
 from forge.dialects.precisions import QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
 from forge.dialects.shapes import (
     DYNAMIC,
@@ -366,7 +367,7 @@ class ContiguousOp(UnaryOp):
     name = "npu.contiguous"
     ATEN: ClassVar[str] = "aten.contiguous.default"
     FLOAT_ONLY: ClassVar[bool] = False
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
@@ -418,21 +419,21 @@ class BinaryOp(NpuOp, abc.ABC):
 class AddOp(BinaryOp):
     name = "npu.add"
     ATEN: ClassVar[str] = "aten.add.Tensor"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
 class SubOp(BinaryOp):
     name = "npu.sub"
     ATEN: ClassVar[str] = "aten.sub.Tensor"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
 class MulOp(BinaryOp):
     name = "npu.mul"
     ATEN: ClassVar[str] = "aten.mul.Tensor"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
@@ -1167,14 +1168,14 @@ class ReshapeLikeOp(ShapeOp, abc.ABC):
 class ViewOp(ReshapeLikeOp):
     name = "npu.view"
     ATEN: ClassVar[str] = "aten.view.default"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
 class ReshapeOp(ReshapeLikeOp):
     name = "npu.reshape"
     ATEN: ClassVar[str] = "aten.reshape.default"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
 
 @irdl_op_definition
@@ -1183,7 +1184,7 @@ class TransposeOp(ShapeOp):
     ATEN: ClassVar[str] = "aten.transpose.int"
     dim0 = prop_def(IntegerAttr)
     dim1 = prop_def(IntegerAttr)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), NpuCanonicalization())
 
     def verify_result_shape(self, x: tuple[int, ...], r: tuple[int, ...]) -> None:
         d0, d1 = normalize_dim(_int(self.dim0), len(x)), normalize_dim(_int(self.dim1), len(x))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from io import BytesIO
 from typing import IO, NoReturn
 
+from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DenseResourceAttr,
@@ -57,6 +58,13 @@ from forge.tools.ir_printing import (
     pass_names,
     wrap_signatures,
 )
+from forge.tools.opt_arguments import (
+    add_forge_arguments,
+    mixed_checkouts,
+    normalized_argv,
+    package_origins,
+    version_text,
+)
 from forge.tools.pipeline_syntax import (
     FUNCTION,
     MODULE,
@@ -64,6 +72,7 @@ from forge.tools.pipeline_syntax import (
     PassRecord,
     format_nested,
     functions_of,
+    instantiate,
     isolated,
     merge_runs,
     parse_nested_pipeline,
@@ -71,7 +80,15 @@ from forge.tools.pipeline_syntax import (
 )
 from forge.tools.verify_diagnostics import Diagnostic, parse_annotations, verify
 from forge.transforms import defined_in, get_all_passes
-from forge.transforms.pattern_pass import collect_statistics, format_statistics, trace_patterns
+from forge.transforms.pattern_pass import (
+    NpuPatternPass,
+    RewriteLimits,
+    collect_statistics,
+    format_statistics,
+    rewrite_limits,
+    trace_patterns,
+)
+from forge.transforms.rewrite_driver import CREATED_BY
 
 TOOL = "forge-opt"
 xdsl_compat.apply()
@@ -124,19 +141,28 @@ def first_invalid_op(module: ModuleOp) -> tuple[Operation, Exception] | None:
     return None
 
 
-def verify_module(module: ModuleOp, after: str | None = None) -> None:
+def verify_module(module: ModuleOp, after: str | None = None, each: bool = True) -> None:
+    """Verify `module`; an error names the pass run last (`after`) and, for an op a
+    pattern created, that pattern and its pass. `each=False`: passes ran unverified, so
+    the last one is not blamed."""
+    suffix = ""
+    if after is not None and each:
+        suffix = f" (after pass '{after}')"
+    elif after is not None:
+        suffix = f" (verified only after the last pass, '{after}')"
     try:
         module.verify()
         verify_functions(module)
     except ForgeError as e:
-        suffix = f" (after pass '{after}')" if after else ""
         raise ForgeError(str(e.args[0]) + suffix, e.location) from e
     except Exception as e:
         found = first_invalid_op(module)
-        suffix = f" (after pass '{after}')" if after else ""
         if found is None:
             raise ForgeError(one_line(str(e)) + suffix) from e
         op, error = found
+        created = CREATED_BY.get(op)
+        if created is not None:
+            suffix = f" (created by pattern {created[1]} of pass '{created[0]}')"
         raise op_error(op, one_line(str(error)) + suffix) from e
 
 
@@ -156,6 +182,34 @@ def expanded(passes: Sequence[ModulePass]) -> list[ModulePass]:
     return flat
 
 
+def traceable_names(passes: Sequence[ModulePass], ctx: Context) -> set[str]:
+    """The pass and pattern names `--trace-patterns=NAMES` can mean for `passes`: each
+    pass (composites expanded, npu-optimize's round included) and its patterns."""
+    names: set[str] = set()
+    for p in expanded(passes):
+        inner = p.passes() if p.name == "npu-optimize" else []  # type: ignore[attr-defined]
+        for q in [p, *inner]:
+            names.add(q.name)
+            if isinstance(q, NpuPatternPass):
+                names.update(type(pattern).__name__ for pattern in q.patterns())
+            elif q.name == "npu-apply-pdl" and getattr(q, "file", None):
+                from forge.transforms.npu_apply_pdl import load_patterns
+
+                names.update(type(pattern).__name__ for pattern in load_patterns(q.file, ctx))
+    return names
+
+
+def check_trace_names(wanted: frozenset[str], passes: Sequence[ModulePass], ctx: Context) -> None:
+    """A `--trace-patterns` name that no pass or pattern of the pipeline has is a typo:
+    it would silently trace nothing."""
+    unknown = sorted(wanted - traceable_names(passes, ctx))
+    if unknown:
+        raise ForgeError(
+            f"--trace-patterns: {', '.join(map(repr, unknown))} is no pass or pattern of "
+            "the pipeline"
+        )
+
+
 def dump_pipeline(passes: Sequence[ModulePass], anchors: Sequence[str] | None = None) -> str:
     """MLIR's `--dump-pass-pipeline` text (function passes nested in `func.func(...)`),
     and one comment per iterating pass naming the round it repeats."""
@@ -166,20 +220,10 @@ def dump_pipeline(passes: Sequence[ModulePass], anchors: Sequence[str] | None = 
     lines = [f"Pass Manager with {len(flat)} passes:", text]
     for p in flat:
         if p.name == "npu-optimize":
-            round_ = ",".join(
-                str(q.pipeline_pass_spec(include_default=True))
-                for q in p.passes()  # type: ignore[attr-defined]
-            )
+            round_ = ",".join(pass_text(q) for q in p.passes())  # type: ignore[attr-defined]
             rounds = p.iterations  # type: ignore[attr-defined]
             lines.append(f"// {p.name} repeats, up to {rounds} rounds: {round_}")
     return "\n".join(lines)
-
-
-def _count(text: str) -> int:
-    """An argparse type: a non-negative integer."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
-    return int(text)
 
 
 def plugin_paths(argv: Sequence[str]) -> list[str]:
@@ -187,9 +231,9 @@ def plugin_paths(argv: Sequence[str]) -> list[str]:
     registered before the pipeline is parsed)."""
     paths = []
     for i, arg in enumerate(argv):
-        if arg == "--load-pass-plugin" and i + 1 < len(argv):
+        if arg in ("--load-pass-plugin", "-load-pass-plugin") and i + 1 < len(argv):
             paths.append(argv[i + 1])
-        elif arg.startswith("--load-pass-plugin="):
+        elif arg.startswith(("--load-pass-plugin=", "-load-pass-plugin=")):
             paths.append(arg.split("=", 1)[1])
     return paths
 
@@ -216,11 +260,14 @@ def load_pass_plugin(path: str) -> list[type[ModulePass]]:
 
 class ForgeOptMain(xDSLOptMain):
     version_format = "forge-opt (xdsl {xdsl_version})"
+    """Replaced per instance by `version_text` (package origins)."""
 
     def __init__(self, args: Sequence[str] | None = None):
         argv = list(sys.argv[1:] if args is None else args)
         # --run-reproducer FILE: its recorded flags first (plugins load from them)
         self._replaying, argv = reproducer.reproducer_argv(argv)
+        # xDSL's --version formats this with the xDSL version: braces in paths escaped.
+        self.version_format = version_text().replace("{", "{{").replace("}", "}}")
         self._plugin_paths = plugin_paths(argv)
         self._plugin_passes = [p for path in self._plugin_paths for p in load_pass_plugin(path)]
         try:
@@ -261,154 +308,18 @@ class ForgeOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.error = self._usage_error  # type: ignore[method-assign]
-        arg_parser.add_argument(
-            "--print-ir-after-all",
-            action="store_true",
-            help="Print the IR to stderr after every pass (MLIR's --mlir-print-ir-after-all)",
-        )
-        arg_parser.add_argument(
-            "--list-passes", action="store_true", help="List the registered passes and exit"
-        )
-        arg_parser.add_argument(
-            "--dump-pass-pipeline",
-            action="store_true",
-            help="Print the pipeline to stderr, composite passes expanded and every option "
-            "with its value (MLIR's --dump-pass-pipeline)",
-        )
-        arg_parser.add_argument(
-            "--load-pass-plugin",
-            action="append",
-            metavar="FILE.py",
-            help="Register the passes (ModulePass subclasses with a `name`) defined in FILE.py",
-        )
-        arg_parser.add_argument(
-            "--load-pdl",
-            metavar="FILE.mlir",
-            help="PDL patterns for every npu-apply-pdl in -p without a file "
-            "(the same as -p 'npu-apply-pdl{file=FILE}')",
-        )
-        arg_parser.add_argument(
-            "--verify-each",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="Verify the IR after every pass (default; --no-verify-each verifies only "
-            "after parsing and at the end), naming the pass that broke it",
-        )
-        arg_parser.add_argument(
-            "--emit",
-            choices=("mlir", "dot", "python"),
-            default="mlir",
-            help="Output format: the IR (default), a Graphviz graph of each function, or "
-            "the executor's plan as a Python program (as -t python)",
-        )
-        arg_parser.add_argument(
-            "--check-numerics",
-            action="store_true",
-            help="Execute the IR before and after every pass on random inputs; name the "
-            "first pass that changes the results",
-        )
-        arg_parser.add_argument(
-            "--pass-statistics",
-            action="store_true",
-            help="Print, per Forge pass, rewrites, ops before/after and milliseconds, and, per "
-            "pattern, its hits (stderr)",
-        )
-        self.register_mlir_arguments(arg_parser)
-        self.register_diagnostic_arguments(arg_parser)
+        add_forge_arguments(arg_parser)
+        self.arg_parser = arg_parser
+        parse = arg_parser.parse_args
 
-    def register_diagnostic_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        """--verify-diagnostics with MLIR's meaning, xDSL's old one as --print-diagnostics,
-        and --trace-patterns."""
-        verify_flag = arg_parser._option_string_actions["--verify-diagnostics"]  # xDSL's
-        verify_flag.help = (
-            "Check the diagnostics against the input's `// expected-error {{...}}` "
-            "annotations (MLIR's rules: @+N, @-N, @above, @below, @unknown, -re); report "
-            "every mismatch and exit 1 if any"
-        )
-        arg_parser.add_argument(
-            "--print-diagnostics",
-            action="store_true",
-            help="Print each chunk's diagnostic (verifier, pass or parse error) to stdout "
-            "and go on, exit 0 (what xDSL calls --verify-diagnostics)",
-        )
+        def parse_spelled(
+            args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+        ) -> argparse.Namespace:
+            # mlir-opt's spellings, before argparse reads `-pass-pipeline` as `-p ass-...`
+            argv = list(sys.argv[1:] if args is None else args)
+            return parse(normalized_argv(argv, arg_parser), namespace)
 
-        def trace_names(text: str) -> frozenset[str]:
-            names = frozenset(n.strip() for n in text.split(",") if n.strip())
-            bad = [n for n in names if not n.replace("-", "").replace("_", "").isalnum()]
-            if bad:  # most likely the input file, taken as the optional value
-                raise argparse.ArgumentTypeError(
-                    f"'{bad[0]}' is not a pass or pattern name; write --trace-patterns=NAMES "
-                    "or put the input file first"
-                )
-            return names
-
-        arg_parser.add_argument(
-            "--trace-patterns",
-            nargs="?",
-            const=frozenset(),
-            type=trace_names,
-            metavar="NAMES",
-            help="Print each successful pattern application to stderr: pass, pattern, the "
-            "op it matched and where, ops created and erased; =NAMES (comma-separated "
-            "pass or pattern class names) keeps only those",
-        )
-
-    def register_mlir_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        """mlir-opt's pipeline, IR printing and crash reproducer flags."""
-        arg_parser.add_argument(
-            "--pass-pipeline",
-            dest="passes",
-            default=argparse.SUPPRESS,
-            help="The same as -p: MLIR's nested syntax, builtin.module(func.func(cse),...)",
-        )
-        names = "PASS[,PASS]"
-        arg_parser.add_argument(
-            "--print-ir-before", metavar=names, help="Print the IR before these passes"
-        )
-        arg_parser.add_argument(
-            "--print-ir-after", metavar=names, help="Print the IR after these passes"
-        )
-        arg_parser.add_argument(
-            "--print-ir-before-all", action="store_true", help="Print the IR before every pass"
-        )
-        arg_parser.add_argument(
-            "--print-ir-after-change",
-            action="store_true",
-            help="Print the IR after a pass only if the pass changed it",
-        )
-        arg_parser.add_argument(
-            "--print-ir-after-failure",
-            action="store_true",
-            help="Print the IR after a pass that raised or left invalid IR",
-        )
-        arg_parser.add_argument(
-            "--print-ir-module-scope",
-            action="store_true",
-            help="For passes nested under func.func(...), print the whole module",
-        )
-        arg_parser.add_argument(
-            "--print-ir-tree-dir",
-            metavar="DIR",
-            help="Write each IR dump to its own file in DIR instead of stderr",
-        )
-        arg_parser.add_argument(
-            "--elide-elementsattrs-if-larger",
-            metavar="N",
-            type=_count,
-            help="Print dense constants of more than N elements as "
-            "dense_resource<__elided__> (output and dumps; cannot be read back)",
-        )
-        arg_parser.add_argument(
-            "--crash-reproducer",
-            metavar="FILE",
-            help="Where to write the reproducer when a pass fails (default: a file under "
-            f"{reproducer.DEFAULT_DIR}/; 'none': write none)",
-        )
-        arg_parser.add_argument(
-            "--run-reproducer",
-            metavar="FILE",
-            help="Replay a crash reproducer: its input, its pipeline and plugins",
-        )
+        arg_parser.parse_args = parse_spelled  # type: ignore[method-assign,assignment]
 
     def _print_options(self) -> IRPrintOptions:
         """The --print-ir-* flags, pass names checked against the registered passes."""
@@ -461,13 +372,15 @@ class ForgeOptMain(xDSLOptMain):
             passes = bind_pdl_file(passes, self.args.load_pdl)
         self.pipeline = PassPipeline(passes, self._after_pass)
         self._anchors = tuple(s.anchor for s in specs)
+        if self.args.trace_patterns:
+            check_trace_names(self.args.trace_patterns, passes, self.ctx)
         if self.args.dump_pass_pipeline:
             print(dump_pipeline(self.pipeline.passes, self._anchors), file=sys.stderr)
 
     def _instantiate(self, spec: NestedSpec) -> ModulePass:
         """The pass `spec` names, with its options; option errors name its column."""
         try:
-            return self.available_passes[spec.spec.name]().from_pass_spec(spec.spec)
+            return instantiate(self.available_passes[spec.spec.name](), spec.spec)
         except Exception as e:
             raise ValueError(f"{one_line(str(e))} (column {spec.column})") from e
 
@@ -485,7 +398,7 @@ class ForgeOptMain(xDSLOptMain):
             self._timings.append((previous.name, now - self._pass_start))
             last = next_pass is None
             if not self.args.disable_verify and (self.args.verify_each or last):
-                verify_module(module, after=previous.name)
+                verify_module(module, previous.name, self.args.verify_each)
             if self.args.check_numerics:
                 self._numerics.check(module, previous.name)
             if self.args.print_between_passes and next_pass is not None:
@@ -495,7 +408,15 @@ class ForgeOptMain(xDSLOptMain):
         self._pass_start = time.perf_counter()
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        with collect_statistics() as records, trace_patterns(self.args.trace_patterns):
+        limits = RewriteLimits(
+            -1 if self.args.max_iterations is None else self.args.max_iterations,
+            -1 if self.args.max_rewrites is None else self.args.max_rewrites,
+        )
+        with (
+            collect_statistics() as records,
+            trace_patterns(self.args.trace_patterns),
+            rewrite_limits(limits),
+        ):
             self._run_pipeline(prog, records)
         if self.args.pass_statistics:
             print(format_statistics(records), file=sys.stderr)
@@ -657,6 +578,9 @@ class ForgeOptMain(xDSLOptMain):
         )
 
     def run(self) -> None:
+        mixed = mixed_checkouts(package_origins())
+        if mixed is not None:
+            print(f"{TOOL}: {mixed}", file=sys.stderr)
         if self.args.list_passes:
             for name in sorted(self.available_passes):
                 print(name)

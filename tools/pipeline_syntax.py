@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import get_origin, get_type_hints
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -26,6 +27,13 @@ ANCHORS = (MODULE, FUNCTION)
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _OPTION_END = re.compile(r'"(?:\\.|[^"\\])*"|\}')
+_BARE_PATH = re.compile(r'(?<==)([^\s{}",=]*/[^\s{}",=]*)')
+"""An unquoted option value with a '/': a path, which xDSL's spec syntax needs quoted."""
+
+
+def _quote_paths(text: str) -> str:
+    """`file=dir/x.mlir` as `file="dir/x.mlir"` (xDSL's spec lexer stops at '/')."""
+    return _BARE_PATH.sub(r'"\1"', text)
 
 
 class PipelineSyntaxError(Exception):
@@ -134,7 +142,7 @@ class _Scanner:
                     break
         self.pos = end
         try:
-            return parse_spec(self.text[start:end])
+            return parse_spec(_quote_paths(self.text[start:end]))
         except ArgSpecParseError as e:
             message, column = xdsl_spec_error(e)
             raise PipelineSyntaxError(message, start + column) from e
@@ -219,5 +227,30 @@ def merge_runs(records: Sequence[PassRecord], runs: int) -> list[PassRecord]:
     ]
 
 
+DRIVER_OPTIONS = ("max_iterations", "max_rewrites")
+"""Every pattern pass's rewrite limits: printed only when set (-1: the driver's)."""
+
+
 def pass_text(p: ModulePass) -> str:
-    return str(p.pipeline_pass_spec(include_default=True))
+    """`p` as a pipeline element, every option with its value; the rewrite limits only
+    where set, as every pattern pass has them."""
+    spec = p.pipeline_pass_spec(include_default=True)
+    parameters = {
+        name: values
+        for name, values in spec.parameters.items()
+        if not (name in DRIVER_OPTIONS and list(values) == [-1])
+    }
+    return str(ArgSpec(spec.name, parameters))
+
+
+def instantiate(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
+    """`pass_class` with `spec`'s options. An option of tuple type given with no value
+    (`skip`, as `--dump-pass-pipeline` prints an empty tuple) is the empty tuple, which
+    xDSL's option parser refuses: it is left to its default, `()`."""
+    hints = get_type_hints(pass_class)
+    parameters = {
+        name: values
+        for name, values in spec.normalize_parameter_names().parameters.items()
+        if values or get_origin(hints.get(name)) is not tuple
+    }
+    return pass_class.from_pass_spec(ArgSpec(spec.name, parameters))

@@ -4,7 +4,7 @@
 against `npu`, `func`, `arith` and `builtin` ops), checks it, and drives its patterns
 greedily to a fixed point with xDSL's PDL interpreter (`xdsl.interpreters.pdl`), highest
 `benefit` first, counting rewrites like every other Forge pass (`--pass-statistics`).
-Quote the path: `-p 'npu-apply-pdl{file="transforms/pdl/eval-dropout.pdl.mlir"}'`.
+The path may be quoted or not: `-p 'npu-apply-pdl{file=transforms/pdl/eval-dropout.pdl.mlir}'`.
 `transforms/pdl/` holds Phase-2 rewrites written this way; docs/first-pattern.md says
 what PDL cannot express here (use counts, float tolerances, strides, placement).
 
@@ -41,10 +41,10 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.irdl import IRDLOperation, OptionalDef, VariadicDef
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import InterpretationError, ParseError, VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 from forge.diagnostics import ForgeError, location_of, one_line, op_error, parse_error
-from forge.transforms.pattern_pass import run_patterns
+from forge.transforms.pattern_pass import RewriteLimits, run_patterns
 
 NAME = "npu-apply-pdl"
 
@@ -210,7 +210,11 @@ def _pattern_class(pattern: pdl.PatternOp, index: int) -> type[PDLRewritePattern
     """A subclass named after the pattern's symbol: pattern statistics and traces key
     patterns by class name, and every PDL pattern would otherwise be one row."""
     name = pattern.sym_name.data if pattern.sym_name is not None else f"pdl_pattern_{index}"
-    return type(name, (PDLRewritePattern,), {"__doc__": f"The PDL pattern @{name}."})
+    attributes = {
+        "__doc__": f"The PDL pattern @{name}.",
+        "defined_at": location_of(pattern.location),
+    }
+    return type(name, (PDLRewritePattern,), attributes)
 
 
 def load_patterns(path: str, ctx: Context) -> list[PDLRewritePattern]:
@@ -235,15 +239,16 @@ class NpuApplyPDLPass(ModulePass):
 
     file: str | None = None
     """The `.mlir` file of `pdl.pattern` ops (forge-opt: or `--load-pdl FILE`)."""
+    max_iterations: int = -1
+    """As every pattern pass's (`NpuPatternPass.max_iterations`)."""
+    max_rewrites: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.file is None:
             raise ForgeError(f"{NAME} needs a PDL file: -p '{NAME}{{file=PATH}}'")
         patterns = load_patterns(self.file, ctx)
-        try:
-            run_patterns(self.name, patterns, op)
-        except InterpretationError as e:
-            raise ForgeError(f"a PDL rewrite failed: {one_line(str(e))}", self.file) from e
+        limits = RewriteLimits(self.max_iterations, self.max_rewrites)
+        run_patterns(self.name, patterns, op, limits=limits)
 
 
 def bind_pdl_file(passes: Sequence[ModulePass], path: str) -> tuple[ModulePass, ...]:

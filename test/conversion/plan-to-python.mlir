@@ -75,7 +75,7 @@
 // CHECK-NEXT:     seg0 = build_seg0(W)
 // CHECK-NEXT:     seg1 = build_seg1(W)
 // CHECK-LABEL: def run(x, fc_weight, fc_bias, proj_weight):
-// CHECK-NEXT:     # npu: seg0: %g = npu.fused_linear [arena: v0 in buffer 0 @ byte 0]
+// CHECK-NEXT:     # npu: seg0: %g = npu.fused_linear @ line {{[0-9]+}} [arena: v0 in buffer 0 @ byte 0]
 // CHECK-NEXT:     (v0,) = seg0(x, fc_weight, fc_bias)
 // CHECK-NEXT:     # cpu: %c = npu.generic "aten.cumsum.default" @ line {{[0-9]+}} [arena: v1 in buffer 1 @ byte 128]
 // CHECK-NEXT:     v1 = torch.ops.aten.cumsum.default(v0, 1)

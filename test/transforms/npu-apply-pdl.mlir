@@ -5,6 +5,9 @@
 // RUN: forge-opt %s --split-input-file -p npu-dce -o %t.dce.py.mlir
 // RUN: forge-opt %s --split-input-file -p 'npu-apply-pdl{file="%S/../../transforms/pdl/eval-dropout.pdl.mlir"}' -o %t.dce.pdl.mlir
 // RUN: diff %t.dce.py.mlir %t.dce.pdl.mlir
+// A path needs no quotes: an unquoted option value with a '/' is read as one string.
+// RUN: forge-opt %s --split-input-file -p npu-apply-pdl{file=%S/../../transforms/pdl/eval-dropout.pdl.mlir} -o %t.dce.bare.mlir
+// RUN: diff %t.dce.py.mlir %t.dce.bare.mlir
 // RUN: filecheck %s --check-prefix=DROPOUT < %t.dce.pdl.mlir
 // --load-pdl FILE names the file for every npu-apply-pdl without one: the same output.
 // RUN: forge-opt %s --split-input-file --load-pdl %S/../../transforms/pdl/eval-dropout.pdl.mlir -p npu-apply-pdl -o %t.dce.load.mlir

@@ -64,3 +64,22 @@ def test_op_worklist_pops_last_pushed_first_and_skips_removed_ops() -> None:
     worklist.remove(ops[4])  # never queued: nothing happens
     assert [worklist.take() for _ in range(4)] == [ops[3], ops[1], ops[0], None]
     assert not worklist
+
+
+def test_match_rewriter_resets_the_fields_xdsl_uses() -> None:
+    """`MatchRewriter.offer` writes xDSL's private rewriter fields directly (their
+    setters validate, a cost on every offered op): this fails when xDSL renames them."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.dialects.test import TestOp
+    from xdsl.pattern_rewriter import PatternRewriter
+
+    from forge.transforms.rewrite_driver import MatchRewriter
+
+    first, second = TestOp(), TestOp()
+    ModuleOp([first, second])
+    fields = set(vars(PatternRewriter(first)))
+    assert {"_current_operation", "_name_hint"} <= fields
+    rewriter = MatchRewriter(first)
+    rewriter.offer(second)
+    assert rewriter.insertion_point.insert_before is second
+    assert rewriter.name_hint is None and not rewriter.has_done_action
