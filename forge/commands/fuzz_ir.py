@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge import flags
 from forge.campaign import Campaign, add_ray_arguments
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", type=flags.size, default=200)
+    parser.add_argument("--seed", type=flags.seed, default=0)
     parser.add_argument(
         "--mutate",
         choices=("ir", "pipeline"),
@@ -26,7 +27,9 @@ def add_parser(sub: Any) -> None:
         help="also copy shrunk failures as lit tests to test/forge-opt/regressions",
     )
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as found")
-    parser.add_argument("--timeout", type=int, default=20, help="seconds per case (a hang)")
+    parser.add_argument(
+        "--timeout", type=flags.seconds, default=20, help="seconds per case (a hang)"
+    )
     add_ray_arguments(parser)
 
 

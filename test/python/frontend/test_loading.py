@@ -12,7 +12,7 @@ from forge.cli import main
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["import", "gpt2", "--tiny", "--seq", "-5"], "--seq must be at least 1, got -5"),
+        (["import", "gpt2", "--tiny", "--seq", "-5"], "argument --seq: expected an integer from 1"),
         (["import", "gpt2", "--tiny", "--seq", "300"], "--seq 300 exceeds the model's 256"),
         (["compile", "gpt2", "--tiny", "--seq", "100000"], "exceeds the model's 256 positions"),
     ],
