@@ -30,6 +30,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--timeout", type=flags.seconds, default=20, help="seconds per case (a hang)"
     )
+    parser.add_argument(
+        "--memory-mb",
+        type=flags.size,
+        help="memory a case may allocate, in MB (default 2048; 0: no cap); past it the "
+        "case is an 'out of memory' finding",
+    )
     add_ray_arguments(parser)
 
 
@@ -37,12 +43,16 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from pathlib import Path
 
-    from forge.tools.fuzz_ir import REGRESSIONS, fuzz, fuzz_pipelines
+    from forge.tools.fuzz_ir import MEMORY_MB, REGRESSIONS, fuzz, fuzz_pipelines
+
+    memory_mb = MEMORY_MB if ns.memory_mb is None else ns.memory_mb
 
     # On Ray a case that outlives its own alarm (a hang in native code) is cancelled.
     campaign = Campaign.from_args(ns, timeout=ns.timeout + 30)
     if ns.mutate == "pipeline":
-        result = fuzz_pipelines(ns.cases, ns.seed, Path(ns.workdir), ns.timeout, campaign)
+        result = fuzz_pipelines(
+            ns.cases, ns.seed, Path(ns.workdir), ns.timeout, campaign, memory_mb
+        )
         print(result.summary())
         for outcome, where in result.failures:
             print(f"  {outcome}: {where}")
@@ -59,6 +69,7 @@ def run(ns: argparse.Namespace) -> int:
         shrink=not ns.no_shrink,
         save_dir=save_dir,
         campaign=campaign,
+        memory_mb=memory_mb,
     )
     print(result.summary())
     for outcome, where in result.failures:
