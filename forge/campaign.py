@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from forge import flags
 from forge.diagnostics import ForgeError, one_line
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser, exclusive: bool = False) 
     )
     parser.add_argument(
         "--ray-workers",
-        type=int,
+        type=flags.count,
         default=None,
         metavar="N",
         help="CPUs of the local Ray cluster (default: all cores)",

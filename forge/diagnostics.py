@@ -43,6 +43,11 @@ def op_error(op: Operation, message: str) -> ForgeError:
     return ForgeError(f"'{op.name}' op {one_line(message)}", location_of(op.location))
 
 
+def note(message: str, tool: str = "forge") -> None:
+    """A one-line note on stderr: something the user should know that is no error."""
+    print(f"{tool}: note: {one_line(message)}", file=sys.stderr, flush=True)
+
+
 def report(error: ForgeError, tool: str) -> int:
     print(f"{tool}: {error}" if error.location is None else str(error), file=sys.stderr)
     return 1

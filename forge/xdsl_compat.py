@@ -17,11 +17,21 @@ of xDSL.
   is documented to take `skip=a,b` as `("a", "b")`, but the option parser type-checks
   the list it read against the tuple type and rejects every value (`fuzz-ir --mutate
   pipeline` found it). A list given for a tuple option now becomes that tuple.
+* xDSL stores a dense constant element by element, so a splat (`dense<1.0> :
+  tensor<2x3x100000000xf32>`, a few bytes of text) is expanded while it is parsed:
+  `fuzz-ir`'s large-dimension mutants ran out of memory before any pass. A dense literal
+  of more than `MAX_DENSE_ELEMENTS` elements is now a parse error, so parsing stays
+  bounded by the text (weights belong in function arguments, not in the text).
+* Dense literals and arrays of integers wider than 64 bits (`array<i65: 2>`) raised
+  NotImplementedError from `struct`; they are a parse error now.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+"')
 
@@ -32,6 +42,10 @@ MAX_INTEGER_WIDTH = (1 << 24) - 1
 MAX_DIMENSION = (1 << 63) - 1
 """Tensor dimensions are int64_t in MLIR; larger ones overflow every consumer."""
 
+
+MAX_DENSE_ELEMENTS = 1 << 20
+"""The most elements a dense literal may declare: a splat of this many f64 takes 8 MiB,
+and the printer's splat test reads every element back as a Python object."""
 
 _applied = False
 
@@ -91,3 +105,63 @@ def apply() -> None:
         return convert(value, dest_type)
 
     arg_spec._convert_arg_to_type = convert_tuples  # type: ignore[assignment]
+    _bound_dense_literals()
+
+
+def _bound_dense_literals() -> None:
+    """Refuse a dense literal's type before xDSL expands the literal to its size."""
+    import math
+
+    from xdsl.parser.attribute_parser import AttrParser
+    from xdsl.utils.lexer import Position
+
+    def check_size(parser: AttrParser, type: Any, start: Position) -> None:
+        count = math.prod(type.get_shape())
+        if count > MAX_DENSE_ELEMENTS:
+            parser.raise_error(
+                f"dense literal of {count} elements: more than the {MAX_DENSE_ELEMENTS} "
+                "an inline constant may hold (pass large tensors as function arguments)",
+                start,
+                max(start, parser.pos),
+            )
+
+    parse_type = AttrParser._parse_dense_literal_type
+    parse_dense = AttrParser.parse_dense_int_or_fp_elements_attr
+
+    def parse_bounded_type(self: AttrParser) -> Any:
+        start = self.pos
+        type = parse_type(self)
+        check_size(self, type, start)
+        return type
+
+    def parse_bounded_dense(self: AttrParser, type: Any) -> Any:
+        start = self.pos
+        if type is not None:
+            check_size(self, type, start)
+        with packable(self, start):
+            return parse_dense(self, type)
+
+    parse_array = AttrParser._parse_builtin_densearray_attr
+
+    def parse_packable_array(self: AttrParser) -> Any:
+        with packable(self, self.pos):
+            return parse_array(self)
+
+    AttrParser._parse_dense_literal_type = parse_bounded_type  # type: ignore[method-assign]
+    AttrParser.parse_dense_int_or_fp_elements_attr = parse_bounded_dense  # type: ignore[method-assign]
+    AttrParser._parse_builtin_densearray_attr = parse_packable_array  # type: ignore[method-assign]
+
+
+@contextmanager
+def packable(parser: Any, start: Any) -> Iterator[None]:
+    """xDSL packs dense literals and arrays with `struct`, which has no integers wider
+    than 64 bits: `array<i65: 2>` (fuzz-ir) raised NotImplementedError. A parse error."""
+    try:
+        yield
+    except NotImplementedError as e:
+        parser.raise_error(
+            f"{str(e).rpartition(' for ')[2]} elements: dense literals and arrays hold "
+            "integers of at most 64 bits",
+            start,
+            max(start, parser.pos),
+        )

@@ -1,6 +1,11 @@
 """IR fuzzing: mutated `.mlir` files through forge-opt must end in success or in one
 diagnostic line with exit code 1: never a traceback, an internal error or a hang.
 
+Besides edits of numbers, tokens and lines, mutants declare huge dimensions (one tensor
+type enlarged everywhere it occurs, so the module often stays valid) and deeply nested
+types. Each case runs under a memory cap (`--memory-mb`): an allocation past it is an
+`out of memory` finding, not a campaign the kernel kills.
+
 A bad mutant is shrunk by line-deletion delta debugging while it keeps its failure
 signature, then written as a lit test that asserts the one-line diagnostic a fixed
 forge-opt must give (so it fails until the bug is fixed):
@@ -21,6 +26,7 @@ import hashlib
 import io
 import random
 import re
+import resource
 import signal
 import tempfile
 from collections import Counter
@@ -37,6 +43,15 @@ from forge.tools.forge_opt import main
 NUMBER = re.compile(r"-?\d+")
 TOKENS = ["%0", "%x", ":", ",", "(", ")", "{", "}", "<", ">", "tensor<4xf32>", "i1", "f16", "?"]
 GOOD = ("ok", "diagnostic")
+OUT_OF_MEMORY = "out of memory"
+ALLOCATION_FAILED = ("MemoryError", "can't allocate memory")
+"""How a failed allocation reads in forge-opt's internal error line (Python, torch)."""
+MEMORY_MB = 2048
+"""The default address space a case may add to the fuzzing process."""
+TENSOR_TYPE = re.compile(r"tensor<([^<>]*)>")
+"""A tensor type with no type nested in it."""
+LARGE_DIMS = ("100000000", "1000000000000", str(2**31), str(2**62), str(2**63 - 1))
+NESTING_DEPTHS = (8, 60, 150, 400, 2000)
 EXCEPTION_NAME = re.compile(r"(?:internal error: )?([A-Za-z_][\w.]*(?:Error|Exception|Hang)\b)")
 LIT_DIRECTIVE = re.compile(r"\b(RUN|CHECK[\w-]*)(:)")
 REGRESSIONS = Path("test/forge-opt/regressions")
@@ -63,7 +78,8 @@ class FuzzResult:
     def summary(self) -> str:
         total = sum(self.counts.values())
         parts = ", ".join(f"{k} {n}" for k, n in sorted(self.counts.items()))
-        return f"{total} cases: {parts}; tracebacks/internal errors/hangs: {self.bad}"
+        bad = "tracebacks/internal errors/hangs/out of memory"
+        return f"{total} cases: {parts}; {bad}: {self.bad}"
 
 
 def corpus(root: Path) -> list[str]:
@@ -75,11 +91,40 @@ def corpus(root: Path) -> list[str]:
     ]
 
 
+def enlarge_dim(text: str, rng: random.Random) -> str:
+    """One tensor type given a huge dimension (replaced or added), everywhere it occurs:
+    what costs memory proportional to declared sizes shows (a splat constant did)."""
+    types = sorted({m.group(0) for m in TENSOR_TYPE.finditer(text)})
+    if not types:
+        return text
+    chosen = rng.choice(types)
+    dims = chosen[len("tensor<") : -1].split("x")
+    at = rng.randrange(len(dims))  # the last part is the element type: insert before it
+    if at < len(dims) - 1 and rng.random() < 0.5:
+        dims[at] = rng.choice(LARGE_DIMS)
+    else:
+        dims.insert(at, rng.choice(LARGE_DIMS))
+    return text.replace(chosen, "tensor<" + "x".join(dims) + ">")
+
+
+def nest_type(text: str, rng: random.Random) -> str:
+    """One tensor type wrapped in many levels of `tuple<...>` or parentheses: parsing,
+    verifying and printing recurse per level."""
+    found = list(TENSOR_TYPE.finditer(text))
+    if not found:
+        return text
+    m = rng.choice(found)
+    depth = rng.choice(NESTING_DEPTHS)
+    opening, closing = rng.choice((("tuple<", ">"), ("(", ")")))
+    nested = opening * depth + m.group(0) + closing * depth
+    return text[: m.start()] + nested + text[m.end() :]
+
+
 def mutate(text: str, rng: random.Random) -> str:
     """One to three edits: a number changed, a line dropped or duplicated, a token
-    inserted, or characters deleted."""
+    inserted, characters deleted, a huge dimension declared or a type nested deeply."""
     for _ in range(rng.randint(1, 3)):
-        kind = rng.choice(("number", "drop", "dup", "token", "delete"))
+        kind = rng.choice(("number", "drop", "dup", "token", "delete", "dim", "nest"))
         lines = text.splitlines(keepends=True)
         if kind == "number" and (matches := list(NUMBER.finditer(text))):
             m = rng.choice(matches)
@@ -89,6 +134,10 @@ def mutate(text: str, rng: random.Random) -> str:
             i = rng.randrange(len(lines))
             lines[i : i + 1] = [] if kind == "drop" else [lines[i], lines[i]]
             text = "".join(lines)
+        elif kind == "dim":
+            text = enlarge_dim(text, rng)
+        elif kind == "nest":
+            text = nest_type(text, rng)
         elif kind == "token":
             pos = rng.randrange(len(text) + 1)
             text = text[:pos] + rng.choice(TOKENS) + text[pos:]
@@ -112,14 +161,45 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_case(path: Path, pipeline: str, timeout: int) -> tuple[str, str]:
-    """Run forge-opt in-process on one file; (outcome, stderr)."""
+@contextlib.contextmanager
+def memory_limit(megabytes: int | None) -> Iterator[None]:
+    """At most `megabytes` more address space while the block runs (RLIMIT_AS above what
+    the process maps now): an allocation past it fails at once (MemoryError, or torch's
+    allocation error) instead of growing until the kernel kills the process."""
+    if not megabytes:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = mapped + (megabytes << 20)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def run_case(
+    path: Path, pipeline: str, timeout: int, memory_mb: int | None = MEMORY_MB
+) -> tuple[str, str]:
+    """Run forge-opt in-process on one file, within `timeout` seconds and `memory_mb` MB
+    more memory; (outcome, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     try:
-        with time_limit(timeout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            time_limit(timeout),
+            memory_limit(memory_mb),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             code = main([str(path), "-p", pipeline, "-o", str(path.with_suffix(".out"))])
     except Hang:
         return "hang", ""
+    except MemoryError:
+        return OUT_OF_MEMORY, "MemoryError"
     except BaseException as e:
         return "traceback", f"{type(e).__name__}: {e}"
     text = err.getvalue().strip()
@@ -127,6 +207,8 @@ def run_case(path: Path, pipeline: str, timeout: int) -> tuple[str, str]:
         return "ok", text
     if code != 1:
         return f"exit {code}", text
+    if "internal error" in text and any(sign in text for sign in ALLOCATION_FAILED):
+        return OUT_OF_MEMORY, text
     if "internal error" in text:
         return "internal error", text
     if len(text.splitlines()) != 1:
@@ -144,6 +226,7 @@ class IrCase:
     text: str
     pipeline: str
     timeout: int
+    memory_mb: int | None = MEMORY_MB
 
 
 def run_ir_case(case: IrCase) -> tuple[str, str]:
@@ -152,13 +235,18 @@ def run_ir_case(case: IrCase) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="forge-fuzz-ir-") as tmp:
         path = Path(tmp) / case.name
         path.write_text(case.text)
-        outcome, message = run_case(path, case.pipeline, case.timeout)
+        outcome, message = run_case(path, case.pipeline, case.timeout, case.memory_mb)
     return outcome, message.replace(str(path), case.name)
 
 
 def _crashed(case: IrCase, why: str) -> tuple[str, str]:
-    """A worker that died or hung: a hang is a hang, anything else a crash."""
-    return ("hang", "") if why.startswith("hang") else ("crash", why)
+    """A worker that died, hung or ran out of memory (Ray's verdicts); anything else is
+    a crash."""
+    if why.startswith("hang"):
+        return "hang", ""
+    if why.startswith(OUT_OF_MEMORY):
+        return OUT_OF_MEMORY, why
+    return "crash", why
 
 
 def signature(outcome: str, message: str) -> str:
@@ -194,6 +282,7 @@ def shrink_case(
     timeout: int,
     seconds: float = 120.0,
     hang_timeout: int = 5,
+    memory_mb: int | None = MEMORY_MB,
 ) -> tuple[str, str, str]:
     """Shrink a bad mutant while its signature holds: (shrunk text, signature, message).
     A hang is shrunk with `hang_timeout` per run: every candidate that still hangs costs
@@ -204,7 +293,7 @@ def shrink_case(
 
     def outcome_of(candidate: str) -> tuple[str, str]:
         path.write_text(candidate)
-        return run_case(path, pipeline, limit)
+        return run_case(path, pipeline, limit, memory_mb)
 
     outcome, message = outcome_of(text)
     wanted = signature(outcome, message)
@@ -231,8 +320,9 @@ def lit_test(text: str, wanted: str, message: str, pipeline: str) -> str:
     was = quiet(message.splitlines()[0])[:200] if message else "(no output)"
     if wanted == "hang":
         was = "no output within the time limit"
-    # A hang must not hang lit: `timeout` kills it, and the empty output fails the CHECK.
-    tool = "timeout 60 forge-opt" if wanted == "hang" else "forge-opt"
+    # A hang must not hang lit (nor an allocation grow for long): `timeout` kills it, and
+    # the empty output fails the CHECK.
+    tool = "timeout 60 forge-opt" if wanted in ("hang", OUT_OF_MEMORY) else "forge-opt"
     return (
         f"// Shrunk by forge fuzz-ir: {wanted}.\n"
         f"// Was: {was}\n"
@@ -266,17 +356,19 @@ def fuzz(
     shrink: bool = True,
     save_dir: Path | None = None,
     campaign: Campaign | None = None,
+    memory_mb: int | None = MEMORY_MB,
 ) -> FuzzResult:
-    """`cases` mutants through forge-opt; each bad one is kept, shrunk and written as a lit
-    test under `workdir/regressions` (and copied to `save_dir` when given). The mutants
-    are drawn here and run by `campaign` (in order, serial by default); failures shrink
-    here, on the driver."""
+    """`cases` mutants through forge-opt, each within `timeout` seconds and `memory_mb`
+    MB; each bad one is kept, shrunk and written as a lit test under
+    `workdir/regressions` (and copied to `save_dir` when given). The mutants are drawn
+    here and run by `campaign` (in order, serial by default); failures shrink here, on
+    the driver."""
     texts = corpus(root)
     if not texts:
         raise ForgeError(f"no .mlir corpus under {root}")
     rng = random.Random(seed)
     runs = [
-        IrCase(f"case{i}.mlir", mutate(rng.choice(texts), rng), pipeline, timeout)
+        IrCase(f"case{i}.mlir", mutate(rng.choice(texts), rng), pipeline, timeout, memory_mb)
         for i in range(cases)
     ]
     result = FuzzResult()
@@ -291,7 +383,9 @@ def fuzz(
         result.failures.append((outcome, f"{kept}: {message.splitlines()[0] if message else ''}"))
         if not shrink:
             continue
-        text, wanted, final = shrink_case(case.text, pipeline, workdir, timeout)
+        text, wanted, final = shrink_case(
+            case.text, pipeline, workdir, timeout, memory_mb=memory_mb
+        )
         test = lit_test(text, wanted, final, pipeline)
         result.regressions.append(save_regression(test, workdir / "regressions"))
         if save_dir is not None:
@@ -351,7 +445,12 @@ def mutate_pipeline(text: str, rng: random.Random) -> str:
 
 
 def fuzz_pipelines(
-    cases: int, seed: int, workdir: Path, timeout: int = 20, campaign: Campaign | None = None
+    cases: int,
+    seed: int,
+    workdir: Path,
+    timeout: int = 20,
+    campaign: Campaign | None = None,
+    memory_mb: int | None = MEMORY_MB,
 ) -> FuzzResult:
     """`cases` mutated pipeline strings on `PIPELINE_INPUT`; the bad ones are listed with
     the pipeline that caused them (a string is its own reproducer)."""
@@ -364,6 +463,7 @@ def fuzz_pipelines(
             PIPELINE_INPUT,
             mutate_pipeline(rng.choice(PIPELINES), rng),
             timeout,
+            memory_mb,
         )
         for _ in range(cases)
     ]

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from forge import flags
 from forge.dialects.precisions import PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
@@ -20,7 +21,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
     parser.add_argument("--precision", default="fp16", choices=PRECISIONS)
     parser.add_argument("--passes", help="comma-separated passes to remove (default: all)")
     parser.add_argument("--latency", action="store_true", help="also run each variant")

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from forge import flags
 from forge.campaign import Campaign, add_ray_arguments
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
@@ -18,7 +19,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
     parser.add_argument("--full", action="store_true", help="also iterations 1 and 3 (135)")
     parser.add_argument("--top", type=int, default=10, help="ranked rows to print")
     parser.add_argument("--all", action="store_true", help="print every configuration")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge import flags
 from forge.files import atomic_write
 
 
@@ -42,10 +43,12 @@ def add_parser(sub: Any) -> None:
         "bench", help="compile time and latency vs eager, inductor, OpenVINO, ONNX Runtime"
     )
     parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
     parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--runs", type=int, default=40, help="timed runs per backend (default 40)")
-    parser.add_argument("--threads", type=int, default=None, help="default: all cores")
+    parser.add_argument(
+        "--runs", type=flags.count, default=40, help="timed runs per backend (default 40)"
+    )
+    parser.add_argument("--threads", type=flags.threads, default=None, help="default: all cores")
     parser.add_argument("--backends", default="all", action=BackendsOption)
     parser.add_argument("--json", dest="json_path", help="also write the results here")
     parser.add_argument(
@@ -56,13 +59,13 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument(
         "--compile-repeats",
-        type=int,
+        type=flags.count,
         default=3,
         help="fresh-process compiles per backend; the median is reported (default 3)",
     )
     parser.add_argument(
         "--rounds",
-        type=int,
+        type=flags.count,
         default=None,
         help="interleaved timing rounds (default 10); with --generate: timed generate "
         "calls per backend after one warm-up, the median reported (default 3)",
@@ -75,15 +78,19 @@ def add_parser(sub: Any) -> None:
     generate.add_argument(
         "--generate", action="store_true", help="benchmark generation instead of one forward"
     )
-    generate.add_argument("--prompt-len", type=int, default=100, help="default 100")
-    generate.add_argument("--max-new-tokens", type=int, default=32, help="default 32")
+    generate.add_argument("--prompt-len", type=flags.count, default=100, help="default 100")
+    generate.add_argument("--max-new-tokens", type=flags.count, default=32, help="default 32")
     generate.add_argument(
-        "--prompt-capacity", type=int, help="Forge's prefill size (default: the prompt length)"
+        "--prompt-capacity",
+        type=flags.count,
+        help="Forge's prefill size (default: the prompt length)",
     )
-    generate.add_argument("--seed", type=int, default=0, help="random prompt seed (default 0)")
+    generate.add_argument(
+        "--seed", type=flags.seed, default=0, help="random prompt seed (default 0)"
+    )
     generate.add_argument(
         "--processes",
-        type=int,
+        type=flags.count,
         default=1,
         help="fresh processes per row, one after another, each timed for --rounds rounds "
         "(default 1): two processes of one program can differ by 20-40%%",

@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from forge import flags
 from forge.campaign import Campaign, add_ray_arguments
 from forge.diagnostics import ForgeError
 
@@ -20,7 +21,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--runs", type=int, default=5, help="calls per point per round")
     parser.add_argument("--holdout", type=float, default=0.3, help="held-out configurations")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=flags.seed, default=0)
     parser.add_argument(
         "-o", "--output", help="weights JSON (default $FORGE_COST_MODEL or ~/.cache)"
     )

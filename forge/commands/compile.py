@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from forge import flags
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
@@ -17,7 +18,7 @@ FEW_FALLBACKS = 3
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
     parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
     parser.add_argument(
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
-    parser.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
+    parser.add_argument("--runs", type=flags.count, default=10, help="timed runs (default 10)")
     parser.add_argument(
         "--no-cache",
         action="store_true",

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge import flags
 from forge.campaign import Campaign, add_ray_arguments
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("fuzz-ir", help="mutated .mlir through forge-opt: no tracebacks")
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", type=flags.size, default=200)
+    parser.add_argument("--seed", type=flags.seed, default=0)
     parser.add_argument(
         "--mutate",
         choices=("ir", "pipeline"),
@@ -26,7 +27,15 @@ def add_parser(sub: Any) -> None:
         help="also copy shrunk failures as lit tests to test/forge-opt/regressions",
     )
     parser.add_argument("--no-shrink", action="store_true", help="keep failures as found")
-    parser.add_argument("--timeout", type=int, default=20, help="seconds per case (a hang)")
+    parser.add_argument(
+        "--timeout", type=flags.seconds, default=20, help="seconds per case (a hang)"
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=flags.size,
+        help="memory a case may allocate, in MB (default 2048; 0: no cap); past it the "
+        "case is an 'out of memory' finding",
+    )
     add_ray_arguments(parser)
 
 
@@ -34,12 +43,16 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from pathlib import Path
 
-    from forge.tools.fuzz_ir import REGRESSIONS, fuzz, fuzz_pipelines
+    from forge.tools.fuzz_ir import MEMORY_MB, REGRESSIONS, fuzz, fuzz_pipelines
+
+    memory_mb = MEMORY_MB if ns.memory_mb is None else ns.memory_mb
 
     # On Ray a case that outlives its own alarm (a hang in native code) is cancelled.
     campaign = Campaign.from_args(ns, timeout=ns.timeout + 30)
     if ns.mutate == "pipeline":
-        result = fuzz_pipelines(ns.cases, ns.seed, Path(ns.workdir), ns.timeout, campaign)
+        result = fuzz_pipelines(
+            ns.cases, ns.seed, Path(ns.workdir), ns.timeout, campaign, memory_mb
+        )
         print(result.summary())
         for outcome, where in result.failures:
             print(f"  {outcome}: {where}")
@@ -56,6 +69,7 @@ def run(ns: argparse.Namespace) -> int:
         shrink=not ns.no_shrink,
         save_dir=save_dir,
         campaign=campaign,
+        memory_mb=memory_mb,
     )
     print(result.summary())
     for outcome, where in result.failures:

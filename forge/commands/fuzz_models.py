@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge import flags
 from forge.campaign import Campaign, add_ray_arguments
 
 FAMILIES = ("blocks", "transformers")
@@ -24,8 +25,8 @@ def add_parser(sub: Any) -> None:
         help="blocks: small hand-written blocks from a grammar; transformers: random tiny "
         "decoder-only models from transformers' config classes, forward and generation",
     )
-    parser.add_argument("--cases", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cases", type=flags.size, default=100)
+    parser.add_argument("--seed", type=flags.seed, default=0)
     parser.add_argument(
         "--save-dir",
         default=None,

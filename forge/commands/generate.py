@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from forge import flags
 from forge.commands.compile import weight_only_option
 from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PRECISIONS
@@ -27,12 +28,12 @@ def add_parser(sub: Any) -> None:
     prompt.add_argument("--prompt", help="prompt text (needs a checkpoint with a tokenizer)")
     prompt.add_argument("--prompt-ids", help="comma-separated prompt token ids, e.g. 1,2,3")
     prompt.add_argument(
-        "--prompt-len", type=int, help="random prompt of N ids, seeded by --seed (default 8)"
+        "--prompt-len", type=flags.size, help="random prompt of N ids, seeded by --seed (default 8)"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--capacity", type=int, default=128, help="cache positions")
+    parser.add_argument("--max-new-tokens", type=flags.count, default=16)
+    parser.add_argument("--capacity", type=flags.count, default=128, help="cache positions")
     parser.add_argument(
-        "--prompt-capacity", type=int, default=32, help="tokens per prefill (chunk)"
+        "--prompt-capacity", type=flags.count, default=32, help="tokens per prefill (chunk)"
     )
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument(
@@ -48,9 +49,13 @@ def add_parser(sub: Any) -> None:
         "quantized at run time where the host profile measured that faster)",
     )
     parser.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
-    parser.add_argument("--temperature", type=float, help="sample at this temperature")
-    parser.add_argument("--top-k", type=int, help="sample among the K largest logits")
-    parser.add_argument("--seed", type=int, default=0, help="random prompt and sampling seed")
+    parser.add_argument(
+        "--temperature", type=flags.positive_real, help="sample at this temperature"
+    )
+    parser.add_argument("--top-k", type=flags.count, help="sample among the K largest logits")
+    parser.add_argument(
+        "--seed", type=flags.seed, default=0, help="random prompt and sampling seed"
+    )
     parser.add_argument(
         "--no-cache",
         action="store_true",
@@ -97,6 +102,8 @@ class TextStream:
 def _prompt_ids(ns: argparse.Namespace, vocab: int, tokenizer: Any | None) -> list[int]:
     import torch
 
+    from forge.runtime.generate import check_prompt_length
+
     if ns.prompt is not None:
         return list(tokenizer(ns.prompt)["input_ids"])
     if ns.prompt_ids is not None:
@@ -105,8 +112,7 @@ def _prompt_ids(ns: argparse.Namespace, vocab: int, tokenizer: Any | None) -> li
         except ValueError as e:
             raise ForgeError(f"--prompt-ids must be comma-separated integers: {e}") from e
     length = 8 if ns.prompt_len is None else ns.prompt_len
-    if length < 0:
-        raise ForgeError(f"--prompt-len must be at least 0, got {length}")
+    check_prompt_length(length, ns.capacity)  # before drawing that many ids
     generator = torch.Generator().manual_seed(ns.seed)
     return torch.randint(0, vocab, (length,), generator=generator).tolist()
 

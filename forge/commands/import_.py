@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from forge import flags
 from forge.files import atomic_write
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
@@ -15,7 +16,9 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "model", help="a built-in model name, checkpoint directory or path/to/file.py:factory"
     )
-    parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
+    parser.add_argument(
+        "--seq", type=flags.count, default=128, help="sequence length (default 128)"
+    )
     parser.add_argument("--tiny", action="store_true", help="the tiny variant of a built-in model")
     add_loading_flags(parser)
     parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from forge import flags
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 
@@ -13,7 +14,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("names", nargs="*", help="models (default: all six)")
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
 
 
 def run(ns: argparse.Namespace) -> int:

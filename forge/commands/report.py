@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from forge import flags
 from forge.diagnostics import ForgeError
 
 
@@ -15,7 +16,7 @@ def add_parser(sub: Any) -> None:
         "--model", action="append", help="a model to plan and plot (repeatable; default gpt2)"
     )
     parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seq", type=flags.count, default=128)
     parser.add_argument("--bench", help="results of `forge bench --json FILE` to plot")
     parser.add_argument("--bench-only", action="store_true", help="plot --bench only, no model")
     parser.add_argument("-o", "--output", default="build/report", help="directory for the PNGs")

@@ -13,7 +13,8 @@ three levels except where `EXCEPTIONS` says):
                                                   (transforms and conversion never import it)
     forge.dialects                                npu ops, shapes, dtypes, context
     forge.files, forge.campaign                   atomic writes; serial or Ray campaigns
-    forge.diagnostics, forge.xdsl_compat          errors and xDSL fixes
+    forge.diagnostics, forge.xdsl_compat,         errors, xDSL fixes, numeric flags
+    forge.flags
 
 `test/python/devtools/test_layering.py` enforces it; `python -m forge.devtools.layers` prints
 the figures (modules, arrows, cycles, upward arrows, function-local imports).
@@ -43,6 +44,7 @@ LAYERS: dict[str, int] = {
     "forge.diagnostics": 0,
     "forge.collector": 0,
     "forge.xdsl_compat": 0,
+    "forge.flags": 0,
     "forge.files": 1,
     "forge.campaign": 1,
     "forge.dialects": 2,

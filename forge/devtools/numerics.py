@@ -12,6 +12,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from forge.conversion.cpu_kernels import torch_dtype
+from forge.conversion.segments import check_memory
 from forge.diagnostics import ForgeError
 from forge.dialects.shapes import DYNAMIC
 from forge.frontend.loading import ordered_inputs
@@ -159,6 +160,8 @@ class NumericsChecker:
         return results
 
     def baseline(self, module: ModuleOp) -> None:
+        for function in _functions(module):  # before any random input is drawn
+            check_memory(function, None)
         self._inputs = {f.sym_name.data: self._random_inputs(f) for f in _functions(module)}
         self._expected = self._run(module)
 

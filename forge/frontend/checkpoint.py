@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.diagnostics import ForgeError, one_line
+from forge.diagnostics import ForgeError, note, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -110,7 +110,17 @@ def load_checkpoint(
             f"{directory}: the weights lack {len(missing)} of the model's tensors "
             f"(first: {missing[0]}); they would be left random"
         )
+    unused = sorted(info["unexpected_keys"])
+    if unused:
+        note(f"{directory}: {unused_tensors(unused)}")
     return model.eval()
+
+
+def unused_tensors(names: list[str], shown: int = 3) -> str:
+    """What a note says of the weights' tensors the model does not use (more layers
+    than the config's, leftovers): how many, and the first few names."""
+    first = ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+    return f"the weights hold {len(names)} tensor(s) the model does not use, ignored: {first}"
 
 
 def load_tokenizer(path: str | Path, trust_remote_code: bool = False) -> Any | None:

@@ -54,12 +54,8 @@ def load_model(
         )
         return causal_lm_loaded(reference, model, seq)
     factory = models.load_factory(reference)
-    try:
+    with models.user_code(reference, "the factory"):
         made = factory()
-    except ForgeError:
-        raise
-    except Exception as e:
-        raise ForgeError(f"{reference}: the factory raised {type(e).__name__}: {e}") from e
     if isinstance(made, tuple) and len(made) in (2, 3):
         model, args, *rest = made
         if not isinstance(model, torch.nn.Module) or not isinstance(args, tuple | list):

@@ -9,10 +9,14 @@ Models that do not fit in memory are built on the meta device for graph-level wo
 from __future__ import annotations
 
 import importlib.util
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
@@ -279,6 +283,38 @@ def example_inputs(
     return (ids,), {"attention_mask": mask, "use_cache": False}
 
 
+@contextmanager
+def user_code(where: str, what: str) -> Iterator[None]:
+    """Run a user's model file or factory: whatever it raises, a `sys.exit()` and a
+    `KeyboardInterrupt` of its own included, is one error naming `where` and `what`
+    (a factory that exits would otherwise end the command, silently and with its
+    code). Ctrl-C while it runs stays an interrupt (exit 130)."""
+    interrupted = False
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if in_main_thread else None
+    try:
+        yield
+    except ForgeError:
+        raise
+    except SystemExit as e:
+        raise ForgeError(f"{where}: {what} called sys.exit({e.code!r})") from e
+    except KeyboardInterrupt as e:
+        if interrupted:
+            raise
+        raise ForgeError(f"{where}: {what} raised KeyboardInterrupt (not an interrupt)") from e
+    except Exception as e:
+        raise ForgeError(f"{where}: {what} raised {type(e).__name__}: {e}") from e
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def load_factory(reference: str) -> Callable[[], torch.nn.Module | tuple[Any, ...]]:
     """`path/to/file.py:factory` -> the factory function defined there."""
     path_text, _, attr = reference.rpartition(":")
@@ -291,10 +327,8 @@ def load_factory(reference: str) -> Callable[[], torch.nn.Module | tuple[Any, ..
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    try:
+    with user_code(str(path), "loading it"):
         spec.loader.exec_module(module)
-    except Exception as e:
-        raise ForgeError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UnknownModel(f"{path} defines no callable '{attr}'")

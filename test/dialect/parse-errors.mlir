@@ -21,6 +21,13 @@
 // UNDEF:     stdin:2:1: error: values used but not defined: [%y]
 // UNDEF-NOT: {{.}}
 //
+// Integers wider than 64 bits in a dense literal or array (fuzz-ir: `array<i65: 2>`).
+// RUN: echo 'func.func @f() { %0 = arith.constant dense<1> : tensor<4xi65> func.return }' | not forge-opt 2>&1 | filecheck %s --check-prefix=WIDE
+// RUN: echo 'func.func @f(%x: tensor<f32>) { %0 = npu.tanh %x {buffer = array<i65: 2>} : tensor<f32> func.return }' | not forge-opt 2>&1 | filecheck %s --check-prefix=WIDE
+// WIDE-NOT: Traceback
+// WIDE:     stdin:1:{{[0-9]+}}: error: i65 elements: dense literals and arrays hold integers of at most 64 bits
+// WIDE-NOT: {{.}}
+//
 // Without --verify-diagnostics a verifier error also exits 1 with one line.
 // RUN: echo 'func.func @f(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) { %0 = npu.matmul %x, %y : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32> func.return }' | not forge-opt 2>&1 | filecheck %s --check-prefix=VERIFY
 // VERIFY-NOT: Traceback

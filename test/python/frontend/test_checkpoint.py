@@ -228,3 +228,38 @@ def test_prompt_needs_a_tokenizer(
     shutil.copy(checkpoint.directory / "model.safetensors", bare)
     err = _error(["generate", str(bare), "--prompt", "the cat"], capsys)
     assert "--prompt needs a tokenizer" in err
+
+
+def test_unused_tensors_are_listed_in_a_note(
+    checkpoint: Checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tensors the config does not use (a layer beyond num_hidden_layers, an extra tensor)
+    load with one note naming the first few and their count, as transformers warns."""
+    extra = copy_config(checkpoint.directory, tmp_path / "extra")
+    state = load_file(checkpoint.directory / "model.safetensors")
+    layers = json.loads((extra / "config.json").read_text())["num_hidden_layers"]
+    beyond = {
+        k.replace("layers.0.", f"layers.{layers}."): v.clone()
+        for k, v in state.items()
+        if k.startswith("model.layers.0.")
+    }
+    state.update(beyond)
+    state["stray.weight"] = torch.zeros(2)
+    save_file(state, extra / "model.safetensors")
+    capsys.readouterr()
+    model = load_checkpoint(extra)
+    assert torch.equal(_logits(model), checkpoint.logits)
+    err = capsys.readouterr().err.strip().splitlines()
+    unused = sorted([*beyond, "stray.weight"])
+    assert err == [
+        f"forge: note: {extra}: the weights hold {len(unused)} tensor(s) the model does not "
+        f"use, ignored: {', '.join(unused[:3])}, ..."
+    ]
+
+
+def test_a_checkpoint_that_uses_every_tensor_loads_without_a_note(
+    checkpoint: Checkpoint, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    load_checkpoint(checkpoint.directory)
+    assert capsys.readouterr().err == ""
