@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,14 +30,29 @@ class Agreement:
     (worst input); 0 for outputs that are not floating point."""
 
 
+def difference(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
+    """|actual - expected| elementwise in fp64, where equal values (infinities of one
+    sign included) and NaN against NaN count 0, and NaN against a number counts inf: a
+    lost or invented NaN is the worst difference, never one that compares false."""
+    e, a = expected.double(), actual.double()
+    same = (a == e) | (torch.isnan(a) & torch.isnan(e))
+    diff = (a - e).abs().nan_to_num(nan=math.inf, posinf=math.inf)
+    return torch.where(same, torch.zeros_like(diff), diff)
+
+
 def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
-    """Max-abs difference, top-1 agreement and KL divergence of one output pair."""
-    max_abs = float((actual.double() - expected.double()).abs().max()) if expected.numel() else 0.0
+    """Max-abs difference (`difference`), top-1 agreement and KL divergence of one
+    output pair; top-1 and KL over the rows eager and compiled both hold finite."""
+    max_abs = float(difference(expected, actual).max()) if expected.numel() else 0.0
     if expected.dim() == 0 or expected.numel() == 0 or not expected.dtype.is_floating_point:
         return Agreement(max_abs, 1.0)
+    finite = (torch.isfinite(expected) & torch.isfinite(actual)).all(-1)
+    if not finite.any():
+        return Agreement(max_abs, 1.0)
+    expected, actual = expected.double()[finite], actual.double()[finite]
     top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
-    log_p = torch.log_softmax(expected.double(), dim=-1)
-    log_q = torch.log_softmax(actual.double(), dim=-1)
+    log_p = torch.log_softmax(expected, dim=-1)
+    log_q = torch.log_softmax(actual, dim=-1)
     kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
     return Agreement(max_abs, top1, max(kl, 0.0))
 
@@ -68,7 +84,28 @@ def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str,
     return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def compare(
+@dataclass(frozen=True)
+class Sample:
+    """One random input and the outputs eager and the compiled program gave for it."""
+
+    args: list[Any]
+    expected: list[torch.Tensor]
+    actual: list[torch.Tensor]
+
+
+def random_args(
+    model: torch.nn.Module, example_args: Sequence[Any], generator: torch.Generator
+) -> list[Any]:
+    """Fresh random tensors like `example_args` (the first one as token ids below the
+    model's vocabulary, where it has one)."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    return [
+        random_like(a, generator, vocab if i == 0 else None) if isinstance(a, torch.Tensor) else a
+        for i, a in enumerate(example_args)
+    ]
+
+
+def samples(
     model: torch.nn.Module,
     run: Callable[..., Sequence[torch.Tensor]],
     example_args: Sequence[Any],
@@ -76,29 +113,32 @@ def compare(
     input_names: Sequence[str],
     num_inputs: int = 3,
     seed: int = 1,
-) -> Agreement:
-    """Worst agreement of `run` with eager `model` over `num_inputs` random inputs."""
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+) -> list[Sample]:
+    """`run` and eager `model` on `num_inputs` random inputs."""
     generator = torch.Generator().manual_seed(seed)
-    seen: list[Agreement] = []
+    seen = []
     for _ in range(num_inputs):
-        args = [
-            random_like(a, generator, vocab if i == 0 else None)
-            if isinstance(a, torch.Tensor)
-            else a
-            for i, a in enumerate(example_args)
-        ]
+        args = random_args(model, example_args, generator)
         expected = eager_outputs(model, args, example_kwargs)
-        actual = run(*ordered_inputs(model, args, example_kwargs, input_names))
-        seen.extend(agreement(e, a) for e, a in zip(expected, actual, strict=True))
-    return worst(seen)
+        actual = list(run(*ordered_inputs(model, args, example_kwargs, input_names)))
+        seen.append(Sample(args, expected, actual))
+    return seen
 
 
-def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
-    """`compare` for a `forge.frontend.loading.Loaded` model and a reference executor."""
-    assert isinstance(executor, ReferenceExecutor)
-    names = executor.input_names
-    return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)
+def worst_of(seen: Sequence[Sample]) -> Agreement:
+    return worst(
+        [
+            agreement(e, a)
+            for sample in seen
+            for e, a in zip(sample.expected, sample.actual, strict=True)
+        ]
+    )
+
+
+def compare(*args: Any, **kwargs: Any) -> Agreement:
+    """Worst agreement of `run` with eager `model` over `num_inputs` random inputs (the
+    arguments of `samples`)."""
+    return worst_of(samples(*args, **kwargs))
 
 
 TOLERANCES: dict[torch.dtype, float] = {
@@ -200,11 +240,11 @@ def _worst(
 
 
 def _relative_difference(e: torch.Tensor, a: torch.Tensor) -> float:
-    """max |a - e| / max(1, |e|) over the non-NaN elements; inf when NaNs differ."""
-    if not torch.equal(torch.isnan(a), torch.isnan(e)):
-        return float("inf")
-    finite = ~torch.isnan(e)
-    if not finite.any():
+    """max `difference` / max(1, |e|) over the finite elements of `e`; inf when a NaN or
+    an infinity is lost or invented."""
+    if not e.numel():
         return 0.0
-    diff = float((a[finite].double() - e[finite].double()).abs().max())
-    return diff / max(1.0, float(e[finite].double().abs().max()))
+    worst = float(difference(e, a).max())
+    finite = e[torch.isfinite(e)].double()
+    scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
+    return worst / scale
