@@ -305,7 +305,8 @@ class ForgeOptMain(xDSLOptMain):
             "--check-numerics",
             action="store_true",
             help="Execute the IR before and after every pass on random inputs; name the "
-            "first pass that changes the results",
+            "first pass that changes the results; at the end, run a placed module's "
+            "compiled executable (NNFactory segments, CPU steps) against the reference",
         )
         arg_parser.add_argument(
             "--pass-statistics",
@@ -488,6 +489,8 @@ class ForgeOptMain(xDSLOptMain):
                 verify_module(module, after=previous.name)
             if self.args.check_numerics:
                 self._numerics.check(module, previous.name)
+                if last:
+                    self._numerics.check_executable(module)
             if self.args.print_between_passes and next_pass is not None:
                 print(f"IR after {previous.name}:")
                 Printer(stream=sys.stdout).print_op(module)

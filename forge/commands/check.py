@@ -26,14 +26,14 @@ def add_parser(sub: Any) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Two comparisons per model, each with eager on the same random inputs and judged
-    by the one rule (`forge.devtools.rules`): `compiled`, the executable `forge compile`
+    by the one rule (`forge.runtime.agreement`): `compiled`, the executable `forge compile`
     builds (NNFactory segments and CPU steps, fp32, compiled afresh: the check is of the
     compiler, not of a cache entry), and `reference`, the imported IR run by the
     reference executor. Either failing fails the check."""
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from forge.devtools.numerics import samples
-    from forge.devtools.rules import judge_samples
     from forge.frontend.loading import capture_and_import, load_model
+    from forge.runtime.agreement import judge_samples
     from forge.runtime.executor import compile_model
     from forge.runtime.reference import ReferenceExecutor
 

@@ -52,8 +52,8 @@ def run(ns: argparse.Namespace) -> int:
     import torch
 
     from forge.devtools.numerics import Sample, agreement, eager_outputs, random_args, worst
-    from forge.devtools.rules import FP32_LIMIT, judge_samples
     from forge.frontend.loading import load_model, ordered_inputs
+    from forge.runtime.agreement import FP32_LIMIT, judge_samples
     from forge.runtime.compile_cache import plan_summary
     from forge.runtime.executor import compile_model
 

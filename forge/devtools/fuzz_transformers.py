@@ -54,9 +54,9 @@ from forge.devtools.fuzz_models import (
     read_spec,
     write_spec,
 )
-from forge.devtools.rules import FP32_LIMIT, Outputs, fp32_noise
 from forge.devtools.shrink import Budget
 from forge.diagnostics import ForgeError, one_line
+from forge.runtime.agreement import FP32_LIMIT, Outputs, fp32_noise
 
 REGRESSIONS = Path("test/python/regressions/transformers")
 """Default save directory for shrunk failures, relative to the repository root."""
@@ -745,7 +745,7 @@ def _fp32_noise(
     expected: Sequence[torch.Tensor],
     tolerance: float,
 ) -> str:
-    """`forge.devtools.rules.fp32_noise` on the logits at the positions `window` of
+    """`forge.runtime.agreement.fp32_noise` on the logits at the positions `window` of
     `sequences` (`actual` and `expected` are Forge's and eager's there)."""
     return fp32_noise(model, _logits_at(sequences, window), actual, expected, tolerance)
 

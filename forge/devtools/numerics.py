@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
@@ -16,53 +13,18 @@ from forge.conversion.cpu_kernels import torch_dtype
 from forge.diagnostics import ForgeError
 from forge.dialects.shapes import DYNAMIC
 from forge.frontend.loading import ordered_inputs
+from forge.runtime.agreement import (  # noqa: F401 (re-exported: tests and tools read them here)
+    Agreement,
+    Sample,
+    agreement,
+    difference,
+    eager_outputs,
+    worst,
+    worst_of,
+)
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.reference import ReferenceExecutor
-
-
-@dataclass(frozen=True)
-class Agreement:
-    max_abs: float
-    """Largest |compiled - eager| over all outputs and inputs."""
-    top1: float
-    """Fraction of positions whose argmax over the last dim agrees (worst input)."""
-    kl: float = 0.0
-    """KL(eager || compiled) of softmax over the last dim, mean over positions, in nats
-    (worst input); 0 for outputs that are not floating point."""
-
-
-def difference(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
-    """|actual - expected| elementwise in fp64, where equal values (infinities of one
-    sign included) and NaN against NaN count 0, and NaN against a number counts inf: a
-    lost or invented NaN is the worst difference, never one that compares false."""
-    e, a = expected.double(), actual.double()
-    same = (a == e) | (torch.isnan(a) & torch.isnan(e))
-    diff = (a - e).abs().nan_to_num(nan=math.inf, posinf=math.inf)
-    return torch.where(same, torch.zeros_like(diff), diff)
-
-
-def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
-    """Max-abs difference (`difference`), top-1 agreement and KL divergence of one
-    output pair; top-1 and KL over the rows eager and compiled both hold finite."""
-    max_abs = float(difference(expected, actual).max()) if expected.numel() else 0.0
-    if expected.dim() == 0 or expected.numel() == 0 or not expected.dtype.is_floating_point:
-        return Agreement(max_abs, 1.0)
-    finite = (torch.isfinite(expected) & torch.isfinite(actual)).all(-1)
-    if not finite.any():
-        return Agreement(max_abs, 1.0)
-    expected, actual = expected.double()[finite], actual.double()[finite]
-    top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
-    log_p = torch.log_softmax(expected, dim=-1)
-    log_q = torch.log_softmax(actual, dim=-1)
-    kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
-    return Agreement(max_abs, top1, max(kl, 0.0))
-
-
-def worst(agreements: Sequence[Agreement]) -> Agreement:
-    return Agreement(
-        max((a.max_abs for a in agreements), default=0.0),
-        min((a.top1 for a in agreements), default=1.0),
-        max((a.kl for a in agreements), default=0.0),
-    )
+from forge.transforms.npu_schedule_affinity import device_of
 
 
 def random_like(example: torch.Tensor, generator: torch.Generator, high: int | None) -> Any:
@@ -74,23 +36,6 @@ def random_like(example: torch.Tensor, generator: torch.Generator, high: int | N
             return example.clone()
         return torch.randint(0, high, example.shape, generator=generator, dtype=example.dtype)
     return torch.randn(example.shape, generator=generator, dtype=example.dtype)
-
-
-def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> list:
-    with torch.no_grad():
-        out = model(*args, **kwargs)
-    if hasattr(out, "logits"):
-        return [out.logits]
-    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One random input and the outputs eager and the compiled program gave for it."""
-
-    args: list[Any]
-    expected: list[torch.Tensor]
-    actual: list[torch.Tensor]
 
 
 def random_args(
@@ -123,16 +68,6 @@ def samples(
         actual = list(run(*ordered_inputs(model, args, example_kwargs, input_names)))
         seen.append(Sample(args, expected, actual))
     return seen
-
-
-def worst_of(seen: Sequence[Sample]) -> Agreement:
-    return worst(
-        [
-            agreement(e, a)
-            for sample in seen
-            for e, a in zip(sample.expected, sample.actual, strict=True)
-        ]
-    )
 
 
 def compare(*args: Any, **kwargs: Any) -> Agreement:
@@ -212,14 +147,35 @@ class NumericsChecker:
             )
         actual = self._run(module)
         for name, runs in actual.items():
-            worst, tolerance = _worst(self._expected[name], runs)
-            if worst > tolerance:
+            largest, tolerance = _worst(self._expected[name], runs)
+            if largest > tolerance:
                 raise ForgeError(
                     f"pass '{pass_name}' changed the results: max-abs difference "
-                    f"{worst:.3e} relative to max(1, |result|) (tolerance {tolerance:.0e}) on "
+                    f"{largest:.3e} relative to max(1, |result|) (tolerance {tolerance:.0e}) on "
                     f"{len(runs)} random inputs of @{name}"
                 )
         self._expected = actual
+
+    def check_executable(self, module: ModuleOp) -> None:
+        """Raise ForgeError when the compiled executable of a placed module (its NNFactory
+        segments and CPU steps, every argument bound per call) differs from the reference
+        executor's results beyond the tolerance: the lowerings, not the passes, are then
+        wrong. A module no pass placed is left alone."""
+        for function in _functions(module):
+            if not any(device_of(op) == "npu" for op in function.body.walk()):
+                continue
+            name = function.sym_name.data
+            inputs = self._inputs[name]
+            executor = CompiledNPUExecutor(function, {}, num_inputs=len(inputs[0]))
+            runs = [executor(*[t.clone() for t in run]) for run in inputs]
+            largest, tolerance = _worst(self._expected[name], runs)
+            if largest > tolerance:
+                raise ForgeError(
+                    f"the compiled executable (NNFactory segments and CPU steps) differs from "
+                    f"the reference: max-abs difference {largest:.3e} relative to max(1, "
+                    f"|result|) (tolerance {tolerance:.0e}) on {len(runs)} random inputs of "
+                    f"@{name}"
+                )
 
 
 def _functions(module: ModuleOp) -> list[func.FuncOp]:
@@ -244,7 +200,7 @@ def _relative_difference(e: torch.Tensor, a: torch.Tensor) -> float:
     an infinity is lost or invented."""
     if not e.numel():
         return 0.0
-    worst = float(difference(e, a).max())
+    largest = float(difference(e, a).max())
     finite = e[torch.isfinite(e)].double()
     scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
-    return worst / scale
+    return largest / scale

@@ -32,7 +32,7 @@ def test_generate_greedy_check(capsys: pytest.CaptureFixture[str]) -> None:
         "tokens/s",
         "KiB",
         "peak RSS:",
-        "check: 4 of 4 tokens agree with eager model.generate (greedy)",
+        "check: ok: 4 of 4 tokens agree with eager model.generate (greedy)",
     ):
         assert text in out, text
 

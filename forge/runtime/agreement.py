@@ -1,12 +1,13 @@
-"""When a compiled result agrees with eager: the one rule `forge check`, `forge compile`,
-`forge generate --check`, torch.compile's checking mode and the fuzzers judge by.
+"""How far a compiled result is from eager, and when it agrees: the one rule that
+`forge check`, `forge compile`, `forge generate --check`, torch.compile's checking mode
+and the fuzzers judge by.
 
 fp32: max-abs at most `FP32_LIMIT` against eager; above that only within fp32 noise,
 that is no further from an fp64 copy of the model than twice the model's own fp32
 spread plus the limit (`fp32_noise`; docs/reliability.md, "The fp32 rule"). fp16, int8
 and mixed store weights narrower and are judged by the distribution they give:
 KL(eager || compiled) of the softmax over the last dim at most `NARROW_KL`. At every
-precision NaN and infinities must sit where eager's do (`numerics.difference`).
+precision NaN and infinities must sit where eager's do (`difference`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,81 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
 
-from forge.devtools.numerics import Agreement, Sample, difference, eager_outputs, worst_of
+
+@dataclass(frozen=True)
+class Agreement:
+    max_abs: float
+    """Largest |compiled - eager| over all outputs and inputs."""
+    top1: float
+    """Fraction of positions whose argmax over the last dim agrees (worst input)."""
+    kl: float = 0.0
+    """KL(eager || compiled) of softmax over the last dim, mean over positions, in nats
+    (worst input); 0 for outputs that are not floating point."""
+
+
+def difference(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
+    """|actual - expected| elementwise in fp64, where equal values (infinities of one
+    sign included) and NaN against NaN count 0, and NaN against a number counts inf: a
+    lost or invented NaN is the worst difference, never one that compares false."""
+    e, a = expected.double(), actual.double()
+    same = (a == e) | (torch.isnan(a) & torch.isnan(e))
+    diff = (a - e).abs().nan_to_num(nan=math.inf, posinf=math.inf)
+    return torch.where(same, torch.zeros_like(diff), diff)
+
+
+def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
+    """Max-abs difference (`difference`), top-1 agreement and KL divergence of one
+    output pair; top-1 and KL over the rows eager and compiled both hold finite."""
+    max_abs = float(difference(expected, actual).max()) if expected.numel() else 0.0
+    if expected.dim() == 0 or expected.numel() == 0 or not expected.dtype.is_floating_point:
+        return Agreement(max_abs, 1.0)
+    finite = (torch.isfinite(expected) & torch.isfinite(actual)).all(-1)
+    if not finite.any():
+        return Agreement(max_abs, 1.0)
+    expected, actual = expected.double()[finite], actual.double()[finite]
+    top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
+    log_p = torch.log_softmax(expected, dim=-1)
+    log_q = torch.log_softmax(actual, dim=-1)
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
+    return Agreement(max_abs, top1, max(kl, 0.0))
+
+
+def worst(agreements: Sequence[Agreement]) -> Agreement:
+    return Agreement(
+        max((a.max_abs for a in agreements), default=0.0),
+        min((a.top1 for a in agreements), default=1.0),
+        max((a.kl for a in agreements), default=0.0),
+    )
+
+
+def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> list:
+    with torch.no_grad():
+        out = model(*args, **kwargs)
+    if hasattr(out, "logits"):
+        return [out.logits]
+    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One random input and the outputs eager and the compiled program gave for it."""
+
+    args: list[Any]
+    expected: list[torch.Tensor]
+    actual: list[torch.Tensor]
+
+
+def worst_of(seen: Sequence[Sample]) -> Agreement:
+    return worst(
+        [
+            agreement(e, a)
+            for sample in seen
+            for e, a in zip(sample.expected, sample.actual, strict=True)
+        ]
+    )
+
 
 FP32_LIMIT = 1e-5
 """Max-abs difference from eager that passes an fp32 program without further question."""
@@ -109,7 +183,8 @@ def fp32_noise(
     `expected` are the compiled program's and eager's `outputs(model)`.
 
     The compiled program passes if every element of it is no further from an fp64 copy
-    of the model than twice that element's fp32 spread, plus the tolerance. The spread is
+    of the model than twice that element's fp32 spread, plus two fp32 ulps of the
+    element and the tolerance. The spread is
     the largest distance from fp64 among valid fp32 runs: eager itself, eager with its
     other attention implementations, and `NOISE_SAMPLES` copies with every weight and
     every linear layer's input moved by up to one ulp (`fp32_spread`). One eager sample
@@ -124,8 +199,8 @@ def fp32_noise(
         eager_error = _errors(expected, exact)
         spread = _widest([eager_error, fp32_spread(model, outputs, exact)])
     excess = max(
-        float((f - 2 * w - tolerance).max()) if f.numel() else -math.inf
-        for f, w in zip(forge_error, spread, strict=True)
+        float((f - 2 * w - _ulps_of(e, 2) - tolerance).max()) if f.numel() else -math.inf
+        for f, w, e in zip(forge_error, spread, exact, strict=True)
     )
     verdict = "within" if excess <= 0 else "beyond"
     return (
@@ -143,6 +218,11 @@ def double(model: torch.nn.Module) -> torch.nn.Module:
         if getattr(module, "reorder_and_upcast_attn", False):
             module.reorder_and_upcast_attn = False
     return copied
+
+
+def _ulps_of(exact: torch.Tensor, count: int) -> torch.Tensor:
+    """`count` fp32 units in the last place of each finite element of `exact`."""
+    return exact.double().abs().nan_to_num(posinf=0.0, neginf=0.0) * (count * 2.0**-23)
 
 
 Errors = list[torch.Tensor]
