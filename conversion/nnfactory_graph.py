@@ -905,10 +905,15 @@ def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLi
 
 
 def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:
-    """`(y + y) * 0.5`, which is `y` bit for bit (doubling and halving are exact): an
-    Add of a node with itself is no FullyConnected post-op, so OpenVINO keeps the
-    MatMul apart and fuses the halving and the activation into one small Eltwise."""
-    return b.factory.eltwise_mul(b.factory.eltwise_add(y, y), b.constant(0.5))
+    """`max(y, y)` (`eltwise_max`), which is `y` bit for bit, NaN and infinities
+    included: a Maximum of a node with itself is no FullyConnected post-op, so OpenVINO
+    keeps the MatMul apart and fuses the activation into one small Eltwise. It replaced
+    `(y + y) * 0.5`, which overflows to inf where |y| > 2^127, at the same speed (GPT-2
+    MLP, 768 -> 3072 with GELU, 1 row: 2.37 vs 2.46 ms; 128 rows: 22.1 vs 24.0 ms; AMD
+    EPYC, 2 shared cores under load). That form remains for a build without the binding."""
+    if _nan_propagating("eltwise_max") is None:
+        return b.factory.eltwise_mul(b.factory.eltwise_add(y, y), b.constant(0.5))
+    return b.extreme("eltwise_max", y, y)
 
 
 def _onednn_switch(b: GraphBuilder, y: Node) -> Node:
