@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=14  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=15  # bump when the patches below change, to force a rebuild
 OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -304,6 +304,59 @@ new = ("        const auto& declared = model->input(idx).get_partial_shape();\n"
        "        X = ov::Tensor(tensor.get_element_type(), declared.is_static() ? declared.to_shape() : tensor.get_shape(), _X);\n"
        "        infer_request.set_input_tensor(idx, X);")
 open(inference, "w").write(src.replace(old, new))
+PYEOF
+
+# `eltwise_max` and `eltwise_min` add OpenVINO's Maximum and Minimum with torch's NaN
+# semantics: a NaN operand gives NaN. The CPU plugin's Maximum alone does not (measured
+# on 2026.4.1: max(NaN, 1) = 1, max(1, NaN) = NaN), so where either operand is NaN the
+# node selects x + y, which is NaN there. Composing the ops from Relu and subtraction
+# instead cancels catastrophically (max(-1e9, y) lost every digit of y).
+"$PY" - "$SDIST/include/intel_npu_acceleration_library/nn_factory.h" "$SDIST/src/bindings.cpp" <<'PYEOF'
+import sys
+header, bindings = sys.argv[1], sys.argv[2]
+src = open(header).read()
+anchor = "    ov::op::Op* eltwise_div(ov::op::Op* x1, ov::op::Op*& x2) {"
+assert src.count(anchor) == 1, "nn_factory.h changed upstream; update the eltwise_max patch"
+method = """    template <class Extreme>
+    ov::op::Op* nan_propagating(ov::op::Op* x1, ov::op::Op* x2) {
+        auto x = x1->output(0), y = x2->output(0);
+        auto either_nan = std::make_shared<ov::opset13::LogicalOr>(std::make_shared<ov::opset13::IsNaN>(x),
+                                                                   std::make_shared<ov::opset13::IsNaN>(y));
+        auto nan = std::make_shared<ov::opset13::Add>(x, y);
+        auto extreme = std::make_shared<Extreme>(x, y);
+        auto out = std::make_shared<ov::opset13::Select>(either_nan, nan, extreme);
+        operations.push_back(either_nan);
+        operations.push_back(nan);
+        operations.push_back(extreme);
+        operations.push_back(out);
+        return out.get();
+    }
+
+    ov::op::Op* eltwise_max(ov::op::Op* x1, ov::op::Op* x2) {
+        return nan_propagating<ov::opset13::Maximum>(x1, x2);
+    }
+
+    ov::op::Op* eltwise_min(ov::op::Op* x1, ov::op::Op* x2) {
+        return nan_propagating<ov::opset13::Minimum>(x1, x2);
+    }
+
+"""
+open(header, "w").write(src.replace(anchor, method + anchor))
+src = open(bindings).read()
+anchor = "intel_npu_acceleration_library_DLL_API ov::op::Op* eltwise_div("
+assert src.count(anchor) == 1, "bindings.cpp changed upstream; update the eltwise_max patch"
+function = """intel_npu_acceleration_library_DLL_API ov::op::Op* eltwise_max(intel_npu_acceleration_library::ModelFactory* factory,
+                                                               ov::op::Op* in0, ov::op::Op* in1) {
+    return factory->eltwise_max(in0, in1);
+}
+
+intel_npu_acceleration_library_DLL_API ov::op::Op* eltwise_min(intel_npu_acceleration_library::ModelFactory* factory,
+                                                               ov::op::Op* in0, ov::op::Op* in1) {
+    return factory->eltwise_min(in0, in1);
+}
+
+"""
+open(bindings, "w").write(src.replace(anchor, function + anchor, 1))
 PYEOF
 
 # FetchContent expects an OpenVINO release archive layout.

@@ -401,6 +401,8 @@ class ForgeOptMain(xDSLOptMain):
                 verify_module(module, previous.name, self.args.verify_each)
             if self.args.check_numerics:
                 self._numerics.check(module, previous.name)
+                if last:
+                    self._numerics.check_executable(module)
             if self.args.print_between_passes and next_pass is not None:
                 print(f"IR after {previous.name}:")
                 Printer(stream=sys.stdout).print_op(module)

@@ -80,7 +80,8 @@ def add_forge_arguments(arg_parser: argparse.ArgumentParser) -> None:
         "--check-numerics",
         action="store_true",
         help="Execute the IR before and after every pass on random inputs; name the "
-        "first pass that changes the results",
+        "first pass that changes the results; at the end, run a placed module's "
+        "compiled executable (NNFactory segments, CPU steps) against the reference",
     )
     arg_parser.add_argument(
         "--pass-statistics",

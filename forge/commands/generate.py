@@ -267,7 +267,10 @@ def run(ns: argparse.Namespace) -> int:
     eager = out[0, len(prompt) :].tolist()
     agree = sum(1 for a, b in zip(tokens, eager, strict=False) if a == b)
     total = max(len(tokens), len(eager))
-    print(f"check: {agree} of {total} tokens agree with eager model.generate (greedy)")
-    if greedy and tokens != eager:
-        raise ForgeError(f"greedy tokens differ from eager model.generate {eager}")
+    # The fuzzers' generation rule: greedy decoding gives eager's tokens exactly.
+    word = "MISMATCH" if greedy and tokens != eager else "ok"
+    print(f"check: {word}: {agree} of {total} tokens agree with eager model.generate (greedy)")
+    if word == "MISMATCH":
+        print(f"eager tokens: {eager}", flush=True)
+        return 1
     return 0

@@ -33,7 +33,6 @@ while they keep their signature, and are saved as JSON under
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import inspect
 import io
@@ -57,14 +56,12 @@ from forge.devtools.fuzz_models import (
 )
 from forge.devtools.shrink import Budget
 from forge.diagnostics import ForgeError, one_line
+from forge.runtime.agreement import FP32_LIMIT, Outputs, fp32_noise
 
 REGRESSIONS = Path("test/python/regressions/transformers")
 """Default save directory for shrunk failures, relative to the repository root."""
-TOLERANCE = 1e-5
+TOLERANCE = FP32_LIMIT
 """Max-abs logits difference of the forward check (fp32)."""
-NOISE_SAMPLES = 3
-"""Copies of a model with its weights (and then its linear layers' inputs) moved by up to
-one fp32 ulp, to measure how far fp32 rounding alone moves its logits (`_fp32_spread`)."""
 MAX_POSITIONS = 64
 """max_position_embeddings of every case (the cache capacity stays below it)."""
 STD = 0.3
@@ -748,102 +745,16 @@ def _fp32_noise(
     expected: Sequence[torch.Tensor],
     tolerance: float,
 ) -> str:
-    """Whether logits further than `tolerance` from eager are fp32 rounding. `actual` and
-    `expected` are Forge's and eager's logits at the positions `window` of `sequences`.
-
-    Forge passes if it is no further from an fp64 copy of the model than twice the fp32
-    spread, plus the tolerance. The spread is the largest distance from fp64 among
-    valid fp32 runs: eager itself, eager with its other attention implementations, and
-    `NOISE_SAMPLES` copies with every weight and every linear layer's input moved by up
-    to one ulp (`_fp32_spread`). One eager sample underestimates it on ill-conditioned
-    models: a Granite with attention_multiplier 1 and one key/value head moves 2.5e-4
-    under a one-ulp change of its weights where eager happened to land 4e-5 from fp64."""
-    with torch.no_grad():
-        exact = _logits(_double(model), sequences, window)
-        forge_error = _distance(actual, exact)
-        eager_error = _distance(expected, exact)
-        spread = max(eager_error, _fp32_spread(model, sequences, window, exact))
-    verdict = "within" if forge_error <= 2 * spread + tolerance else "beyond"
-    return (
-        f"{verdict} fp32 noise: vs fp64, forge {forge_error:.2e}, eager fp32 "
-        f"{eager_error:.2e}, fp32 spread {spread:.2e}"
-    )
+    """`forge.runtime.agreement.fp32_noise` on the logits at the positions `window` of
+    `sequences` (`actual` and `expected` are Forge's and eager's there)."""
+    return fp32_noise(model, _logits_at(sequences, window), actual, expected, tolerance)
 
 
-def _double(model: torch.nn.Module) -> torch.nn.Module:
-    """An fp64 copy of `model`. GPT-2's `reorder_and_upcast_attn` casts scores to fp32
-    and refuses any other dtype; in fp64 the same math is its plain attention."""
-    double = copy.deepcopy(model).double()
-    for module in double.modules():
-        if getattr(module, "reorder_and_upcast_attn", False):
-            module.reorder_and_upcast_attn = False
-    return double
+def _logits_at(sequences: Sequence[torch.Tensor], window: slice) -> Outputs:
+    def logits(model: torch.nn.Module) -> list[torch.Tensor]:
+        return [model(x, use_cache=False).logits[:, window].double() for x in sequences]
 
-
-def _logits(
-    model: torch.nn.Module, sequences: Sequence[torch.Tensor], window: slice
-) -> list[torch.Tensor]:
-    return [model(x, use_cache=False).logits[:, window].double() for x in sequences]
-
-
-def _distance(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
-    return max(float((x.double() - y).abs().max()) for x, y in zip(a, b, strict=True))
-
-
-def _fp32_spread(
-    model: torch.nn.Module,
-    sequences: Sequence[torch.Tensor],
-    window: slice,
-    exact: Sequence[torch.Tensor],
-) -> float:
-    """The largest distance from the fp64 model among the fp32 variants `_fp32_noise`
-    describes: the other attention implementations against the fp64 model; and copies
-    with every weight moved by up to one ulp, first against their own fp64 copy (the
-    rounding of a model next to this one), then with every activation entering a linear
-    layer moved by up to one ulp as well, against the unmoved fp64 model (a
-    backward-stable fp32 computation is the exact result of inputs moved by a few ulps,
-    whatever its summation order)."""
-    variants = []
-    for implementation in ("eager", "sdpa"):
-        variant = copy.deepcopy(model)
-        try:
-            variant.set_attn_implementation(implementation)
-        except (AttributeError, ValueError, ImportError):
-            continue
-        variants.append(variant)
-    generator = torch.Generator().manual_seed(0)
-    spread = max((_distance(_logits(v, sequences, window), exact) for v in variants), default=0.0)
-    for _ in range(NOISE_SAMPLES):
-        variant = copy.deepcopy(model)
-        for parameter in variant.parameters():
-            parameter.mul_(1 + _ulps(parameter, generator))
-        # the rounding of a model one ulp away, against its own exact result ...
-        own = _logits(_double(variant), sequences, window)
-        spread = max(spread, _distance(_logits(variant, sequences, window), own))
-        # ... and with its linear layers' inputs moved too, against this model's
-        for module in variant.modules():
-            weight = getattr(module, "weight", None)
-            if isinstance(weight, torch.Tensor) and weight.dim() == 2:
-                module.register_forward_pre_hook(_perturb_inputs(generator))
-        spread = max(spread, _distance(_logits(variant, sequences, window), exact))
-    return spread
-
-
-def _ulps(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Relative moves of up to one fp32 ulp, one per element of `like`."""
-    return (torch.rand(like.shape, generator=generator) * 2 - 1) * 2.0**-24
-
-
-def _perturb_inputs(generator: torch.Generator) -> Callable[..., Any]:
-    def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            a * (1 + _ulps(a, generator).to(a.dtype))
-            if isinstance(a, torch.Tensor) and a.is_floating_point()
-            else a
-            for a in args
-        )
-
-    return hook
+    return logits
 
 
 def _gap(logits: torch.Tensor) -> float:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
@@ -16,38 +14,18 @@ from forge.conversion.segments import check_memory
 from forge.diagnostics import ForgeError
 from forge.dialects.shapes import DYNAMIC
 from forge.frontend.loading import ordered_inputs
+from forge.runtime.agreement import (  # noqa: F401 (re-exported: tests and tools read them here)
+    Agreement,
+    Sample,
+    agreement,
+    difference,
+    eager_outputs,
+    worst,
+    worst_of,
+)
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.reference import ReferenceExecutor
-
-
-@dataclass(frozen=True)
-class Agreement:
-    max_abs: float
-    """Largest |compiled - eager| over all outputs and inputs."""
-    top1: float
-    """Fraction of positions whose argmax over the last dim agrees (worst input)."""
-    kl: float = 0.0
-    """KL(eager || compiled) of softmax over the last dim, mean over positions, in nats
-    (worst input); 0 for outputs that are not floating point."""
-
-
-def agreement(expected: torch.Tensor, actual: torch.Tensor) -> Agreement:
-    """Max-abs difference, top-1 agreement and KL divergence of one output pair."""
-    max_abs = float((actual.double() - expected.double()).abs().max()) if expected.numel() else 0.0
-    if expected.dim() == 0 or expected.numel() == 0 or not expected.dtype.is_floating_point:
-        return Agreement(max_abs, 1.0)
-    top1 = (actual.argmax(-1) == expected.argmax(-1)).double().mean().item()
-    log_p = torch.log_softmax(expected.double(), dim=-1)
-    log_q = torch.log_softmax(actual.double(), dim=-1)
-    kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
-    return Agreement(max_abs, top1, max(kl, 0.0))
-
-
-def worst(agreements: Sequence[Agreement]) -> Agreement:
-    return Agreement(
-        max((a.max_abs for a in agreements), default=0.0),
-        min((a.top1 for a in agreements), default=1.0),
-        max((a.kl for a in agreements), default=0.0),
-    )
+from forge.transforms.npu_schedule_affinity import device_of
 
 
 def random_like(example: torch.Tensor, generator: torch.Generator, high: int | None) -> Any:
@@ -61,15 +39,19 @@ def random_like(example: torch.Tensor, generator: torch.Generator, high: int | N
     return torch.randn(example.shape, generator=generator, dtype=example.dtype)
 
 
-def eager_outputs(model: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> list:
-    with torch.no_grad():
-        out = model(*args, **kwargs)
-    if hasattr(out, "logits"):
-        return [out.logits]
-    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+def random_args(
+    model: torch.nn.Module, example_args: Sequence[Any], generator: torch.Generator
+) -> list[Any]:
+    """Fresh random tensors like `example_args` (the first one as token ids below the
+    model's vocabulary, where it has one)."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    return [
+        random_like(a, generator, vocab if i == 0 else None) if isinstance(a, torch.Tensor) else a
+        for i, a in enumerate(example_args)
+    ]
 
 
-def compare(
+def samples(
     model: torch.nn.Module,
     run: Callable[..., Sequence[torch.Tensor]],
     example_args: Sequence[Any],
@@ -77,29 +59,22 @@ def compare(
     input_names: Sequence[str],
     num_inputs: int = 3,
     seed: int = 1,
-) -> Agreement:
-    """Worst agreement of `run` with eager `model` over `num_inputs` random inputs."""
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+) -> list[Sample]:
+    """`run` and eager `model` on `num_inputs` random inputs."""
     generator = torch.Generator().manual_seed(seed)
-    seen: list[Agreement] = []
+    seen = []
     for _ in range(num_inputs):
-        args = [
-            random_like(a, generator, vocab if i == 0 else None)
-            if isinstance(a, torch.Tensor)
-            else a
-            for i, a in enumerate(example_args)
-        ]
+        args = random_args(model, example_args, generator)
         expected = eager_outputs(model, args, example_kwargs)
-        actual = run(*ordered_inputs(model, args, example_kwargs, input_names))
-        seen.extend(agreement(e, a) for e, a in zip(expected, actual, strict=True))
-    return worst(seen)
+        actual = list(run(*ordered_inputs(model, args, example_kwargs, input_names)))
+        seen.append(Sample(args, expected, actual))
+    return seen
 
 
-def compare_logits(loaded: Any, executor: Any, num_inputs: int) -> Agreement:
-    """`compare` for a `forge.frontend.loading.Loaded` model and a reference executor."""
-    assert isinstance(executor, ReferenceExecutor)
-    names = executor.input_names
-    return compare(loaded.model, executor, loaded.args, loaded.kwargs, names, num_inputs)
+def compare(*args: Any, **kwargs: Any) -> Agreement:
+    """Worst agreement of `run` with eager `model` over `num_inputs` random inputs (the
+    arguments of `samples`)."""
+    return worst_of(samples(*args, **kwargs))
 
 
 TOLERANCES: dict[torch.dtype, float] = {
@@ -175,14 +150,35 @@ class NumericsChecker:
             )
         actual = self._run(module)
         for name, runs in actual.items():
-            worst, tolerance = _worst(self._expected[name], runs)
-            if worst > tolerance:
+            largest, tolerance = _worst(self._expected[name], runs)
+            if largest > tolerance:
                 raise ForgeError(
                     f"pass '{pass_name}' changed the results: max-abs difference "
-                    f"{worst:.3e} relative to max(1, |result|) (tolerance {tolerance:.0e}) on "
+                    f"{largest:.3e} relative to max(1, |result|) (tolerance {tolerance:.0e}) on "
                     f"{len(runs)} random inputs of @{name}"
                 )
         self._expected = actual
+
+    def check_executable(self, module: ModuleOp) -> None:
+        """Raise ForgeError when the compiled executable of a placed module (its NNFactory
+        segments and CPU steps, every argument bound per call) differs from the reference
+        executor's results beyond the tolerance: the lowerings, not the passes, are then
+        wrong. A module no pass placed is left alone."""
+        for function in _functions(module):
+            if not any(device_of(op) == "npu" for op in function.body.walk()):
+                continue
+            name = function.sym_name.data
+            inputs = self._inputs[name]
+            executor = CompiledNPUExecutor(function, {}, num_inputs=len(inputs[0]))
+            runs = [executor(*[t.clone() for t in run]) for run in inputs]
+            largest, tolerance = _worst(self._expected[name], runs)
+            if largest > tolerance:
+                raise ForgeError(
+                    f"the compiled executable (NNFactory segments and CPU steps) differs from "
+                    f"the reference: max-abs difference {largest:.3e} relative to max(1, "
+                    f"|result|) (tolerance {tolerance:.0e}) on {len(runs)} random inputs of "
+                    f"@{name}"
+                )
 
 
 def _functions(module: ModuleOp) -> list[func.FuncOp]:
@@ -203,11 +199,11 @@ def _worst(
 
 
 def _relative_difference(e: torch.Tensor, a: torch.Tensor) -> float:
-    """max |a - e| / max(1, |e|) over the non-NaN elements; inf when NaNs differ."""
-    if not torch.equal(torch.isnan(a), torch.isnan(e)):
-        return float("inf")
-    finite = ~torch.isnan(e)
-    if not finite.any():
+    """max `difference` / max(1, |e|) over the finite elements of `e`; inf when a NaN or
+    an infinity is lost or invented."""
+    if not e.numel():
         return 0.0
-    diff = float((a[finite].double() - e[finite].double()).abs().max())
-    return diff / max(1.0, float(e[finite].double().abs().max()))
+    largest = float(difference(e, a).max())
+    finite = e[torch.isfinite(e)].double()
+    scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
+    return largest / scale

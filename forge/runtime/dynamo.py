@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from forge.diagnostics import ForgeError
+from forge.runtime.agreement import Sample, eager_outputs, judge_samples
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
 
 MAX_SHAPES = 8
@@ -66,6 +67,10 @@ class ShapeCache:
         self.cache = options.get("cache", False)
         """The compile cache (off unless options={"cache": True}): keyed on the graph's
         code, the example inputs and the weights it holds, like any model."""
+        self.check = bool(options.get("check", False))
+        """Checking mode (options={"check": True}): every call also runs the graph
+        eagerly and raises ForgeError when the compiled result fails the rule
+        `forge check` and `forge compile` judge by (`forge.runtime.agreement`)."""
         self.executors: OrderedDict[tuple, CompiledNPUExecutor | None] = OrderedDict()
 
     @staticmethod
@@ -118,17 +123,26 @@ class ShapeCache:
         executor = self.executor_for(args)
         if executor is None:
             return self.gm(*args)
-        return executor(*(a for a in args if isinstance(a, torch.Tensor)))
+        outputs = executor(*(a for a in args if isinstance(a, torch.Tensor)))
+        if self.check:
+            self._check(args, outputs, executor.precision)
+        return outputs
+
+    def _check(self, args: Sequence[Any], outputs: Sequence[torch.Tensor], precision: str) -> None:
+        sample = Sample(list(args), eager_outputs(self.gm, args, {}), list(outputs))
+        _, verdict = judge_samples(self.gm, [sample], {}, precision)
+        if not verdict.ok:
+            raise ForgeError(f"MISMATCH against eager: {verdict.rule}")
 
 
 def forge_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
     """Compile one Dynamo graph with Forge (options: precision, granularity,
-    max_shapes, cache). Static graphs compile now; graphs with symbolic sizes compile per
+    max_shapes, cache, check). Static graphs compile now; graphs with symbolic sizes compile per
     concrete shape at their first call."""
     options = {**(options.pop("options", None) or {}), **options}  # torch.compile(options=)
-    unknown = set(options) - {"precision", "granularity", "max_shapes", "cache"}
+    unknown = set(options) - {"precision", "granularity", "max_shapes", "cache", "check"}
     if unknown:
         raise ForgeError(f"unknown forge backend option(s): {', '.join(sorted(unknown))}")
     cache = ShapeCache(gm, options)

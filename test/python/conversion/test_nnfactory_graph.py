@@ -487,8 +487,8 @@ func.func @mlp(%x: tensor<ROWSx32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32
 @pytest.mark.parametrize("activation", ["gelu", "silu", "relu", "sigmoid"])
 @pytest.mark.parametrize("rows", [1, 8])
 def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
-    """(y + y) * 0.5 before the activation changes OpenVINO's kernel, not one bit of the
-    result (doubling and halving are exact), and it is a graph of its own."""
+    """max(y, y) before the activation changes OpenVINO's kernel, not one bit of the
+    result, and it is a graph of its own."""
     text = ACTIVATION_MLP.replace("ROWS", str(rows)).replace("ACT", activation)
     generator = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, 32, generator=generator) * 4

@@ -117,7 +117,7 @@ def test_generate_from_checkpoint_with_prompt(
     tokenizer = load_tokenizer(checkpoint.directory)
     assert "prompt: 6 tokens; greedy" in out
     assert text and text == tokenizer.decode(tokens, skip_special_tokens=True)
-    assert f"check: {len(tokens)} of {len(tokens)} tokens agree with eager" in out
+    assert f"check: ok: {len(tokens)} of {len(tokens)} tokens agree with eager" in out
 
 
 def test_compile_checkpoint(checkpoint: Checkpoint, capsys: pytest.CaptureFixture[str]) -> None:

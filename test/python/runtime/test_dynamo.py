@@ -80,3 +80,39 @@ def test_an_unknown_option_is_an_error() -> None:
     compiled = torch.compile(model, backend="forge", options={"speed": "max"})
     with pytest.raises(Exception, match="unknown forge backend option"):
         compiled(torch.randint(0, 256, (1, 8)))
+
+
+class _ClampToFloor(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        return torch.maximum(torch.full_like(y, -1e9), y)
+
+
+def test_check_option_raises_on_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """options={"check": True} runs each call eagerly too and judges the pair by the rule
+    `forge check` uses; a wrong lowering (the relu form of maximum, put back here by a
+    monkeypatch) is a ForgeError naming the mismatch, not a wrong answer."""
+    from forge.conversion.nnfactory_graph import GraphBuilder
+    from forge.diagnostics import ForgeError
+
+    torch.manual_seed(0)
+    model, x = _ClampToFloor().eval(), torch.randn(2, 8)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = torch.compile(model, backend="forge", options={"check": True})(x)
+    assert torch.allclose(out, model(x), atol=1e-6)
+
+    def relu_form(b: GraphBuilder, name: str, lhs: object, rhs: object) -> object:
+        return b.factory.eltwise_add(lhs, b.factory.relu(b.sub(rhs, lhs)))
+
+    nnfactory_graph.clear_cache()
+    monkeypatch.setattr(GraphBuilder, "extreme", relu_form)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="forge", options={"check": True})
+    with pytest.raises(ForgeError, match="MISMATCH against eager: fp32 rule"), torch.no_grad():
+        compiled(x)
+    nnfactory_graph.clear_cache()

@@ -32,9 +32,31 @@ def test_generate_greedy_check(capsys: pytest.CaptureFixture[str]) -> None:
         "tokens/s",
         "KiB",
         "peak RSS:",
-        "check: 4 of 4 tokens agree with eager model.generate (greedy)",
+        "check: ok: 4 of 4 tokens agree with eager model.generate (greedy)",
     ):
         assert text in out, text
+
+
+def test_generate_check_says_mismatch_and_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong lowering (linear layers negated, the LM head's among them, put in by a
+    monkeypatch: a test, not the main path) changes the greedy tokens: MISMATCH, eager's
+    tokens, exit 1."""
+    from forge.conversion import nnfactory_graph
+
+    lower_linear = nnfactory_graph.lower_linear
+
+    def negated(b: nnfactory_graph.GraphBuilder, op: object) -> nnfactory_graph.Node:
+        return b.factory.eltwise_mul(lower_linear(b, op), b.constant(-1.0))
+
+    nnfactory_graph.clear_cache()
+    monkeypatch.setattr(nnfactory_graph, "lower_linear", negated)
+    argv = ["generate", "gpt2", *SMALL, "--prompt-len", "6", "--check", "--no-cache"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "check: MISMATCH: " in out and "eager tokens: [" in out
+    nnfactory_graph.clear_cache()
 
 
 def test_generate_int8_dynamic_prefill(capsys: pytest.CaptureFixture[str]) -> None:
