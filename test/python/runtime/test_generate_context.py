@@ -16,6 +16,7 @@ import torch
 import forge
 from forge.cli import main
 from forge.diagnostics import ForgeError
+from forge.frontend.models import widened
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.generate import compile_lm
 
@@ -24,12 +25,8 @@ PROMPT = torch.randint(0, 512, (1, 16), generator=torch.Generator().manual_seed(
 
 
 def _scaled(model: torch.nn.Module) -> torch.nn.Module:
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() >= 2:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
-    return model.eval()
+    """The issue's `_scaled`: matrices at std 0.3, seed 3."""
+    return widened(model, 0.3, seed=3).eval()
 
 
 def openai_gpt() -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
