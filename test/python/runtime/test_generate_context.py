@@ -157,3 +157,6 @@ def test_window_rows_are_the_step_positions() -> None:
     assert rows.shape == (8, 8) and not rows[:6].any()
     assert rows[6].nonzero().flatten().tolist() == [2, 3]
     assert rows[7].nonzero().flatten().tolist() == [3, 4]
+    model.config.window_size = 0
+    with pytest.raises(ForgeError, match="local attention layers but no positive `window_size`"):
+        StaticCacheLM(model, 8)
