@@ -15,7 +15,11 @@ first for G > 1, grouped-query attention), the new keys and values [1, Hk, P, D]
 
 The start position is the `npu.run_start` operand (checked on the CPU: a run in the
 cache); the binding takes it as the i64 tensor and derives `past_lens` and the
-context length from it inside the graph (scripts/build_nnfactory.sh, `paged_attention`).
+context length from it inside the graph (scripts/build_nnfactory.sh,
+`paged_attention_windowed`). The op's `window` is the node's `sliding_window` input
+(0: none; W: each token sees its own position and the W - 1 before it, which is
+transformers' sliding window: measured against that mask on OpenVINO 2026.4.1's CPU
+plugin for windows 2, 3 and 5, prefill chunks with a past and decode steps).
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ from forge.dialects import npu
 
 @cache
 def paged_attention_binding() -> Any:
-    """The backend's `paged_attention` (added by scripts/build_nnfactory.sh), or None on
-    a build without it."""
+    """The backend's `paged_attention_windowed` (added by scripts/build_nnfactory.sh), or
+    None on a build without it (then the op runs on the CPU)."""
     backend = bindings()
-    fn = getattr(backend.lib, "paged_attention", None)
+    fn = getattr(backend.lib, "paged_attention_windowed", None)
     if fn is None:
         return None
-    fn.argtypes = [backend.handler] * 7 + [ctypes.c_size_t] * 4 + [ctypes.c_float]
+    fn.argtypes = [backend.handler] * 7 + [ctypes.c_size_t] * 4 + [ctypes.c_float, ctypes.c_int32]
     fn.restype = backend.handler
     return fn
 
@@ -83,6 +87,7 @@ def lower_cached_attention(b: GraphBuilder, op: npu.CachedAttentionOp) -> Node:
         capacity // PAGED_BLOCK,
         size,
         op.scale.value.data,
+        op.window_size,
     )
     out = importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, handle)
     if groups == 1:

@@ -306,15 +306,17 @@ def attend_cached(
     value_cache: torch.Tensor,
     start: torch.Tensor,
     scale: float,
+    window: int = 0,
 ) -> torch.Tensor:
     """Rows start.. of both caches become the new keys and values, in place; then the
     query attends over the cache up to its own position (the rows after it are hidden,
-    so they are not read)."""
+    so they are not read), with a `window` W over its last W positions only."""
     first, rows = int(start[0]), q.shape[2]
     end = first + rows
     key_cache[:, :, first:end].copy_(k)
     value_cache[:, :, first:end].copy_(v)
-    seen = torch.arange(end) <= torch.arange(first, end)[:, None]
+    behind = torch.arange(first, end)[:, None] - torch.arange(end)
+    seen = (behind >= 0) & (behind < window) if window else behind >= 0
     return aten.scaled_dot_product_attention.default(
         q,
         key_cache[:, :, :end],
@@ -679,8 +681,8 @@ def cpu_kernel(op: Operation) -> Kernel:
             capacity = _int(op.capacity)
             return lambda positions: check_run(positions, capacity)
         case npu.CachedAttentionOp():
-            scale = op.scale.value.data
-            return lambda *operands: attend_cached(*operands, scale=scale)
+            scale, window = op.scale.value.data, op.window_size
+            return lambda *operands: attend_cached(*operands, scale=scale, window=window)
         case npu.SplitOp():
             return split_kernel(op)
     raise NoKernel(f"no CPU kernel for '{op.name}'")

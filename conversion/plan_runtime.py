@@ -78,12 +78,13 @@ def paged_attention(
     blocks: int,
     size: int,
     scale: float,
+    window: int = 0,
 ) -> Any:
     """`lower_cached_attention`'s backend call: OpenVINO's PagedAttentionExtension
     through the binding scripts/build_nnfactory.sh adds (`paged_attention_binding`)."""
     handles = (query, key, value, key_cache, value_cache, start)
     node = cached_attention.paged_attention_binding()(
-        f._mm, *(h.node for h in handles), kv_heads, rows, blocks, size, scale
+        f._mm, *(h.node for h in handles), kv_heads, rows, blocks, size, scale, window
     )
     return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
 

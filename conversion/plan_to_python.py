@@ -84,8 +84,8 @@ def _kernel_call(op: Operation, names: Names) -> str | None:
     if isinstance(op, npu.RunStartOp):
         return f"{names(op.results)[0]} = check_run({operands}, {op.capacity.value.data})"
     if isinstance(op, npu.CachedAttentionOp):
-        scale = literal(op.scale.value.data)
-        return f"{names(op.results)[0]} = attend_cached({operands}, scale={scale})"
+        scale, window = literal(op.scale.value.data), op.window_size
+        return f"{names(op.results)[0]} = attend_cached({operands}, scale={scale}, window={window})"
     return None
 
 

@@ -201,10 +201,10 @@ class SegmentTrace:
         self.lines.append(("mark_llm(f)", "OpenVINO then keeps the fp16 weights fp16"))
 
     def paged_attention(self, args: tuple[Any, ...], node: Any) -> None:
-        _, *handles, kv_heads, rows, blocks, size, scale = args
+        _, *handles, kv_heads, rows, blocks, size, scale, window = args
         nodes = ", ".join(self._node(n) or "?" for n in handles)
         target = self._bind(node)
-        sizes = f"{kv_heads}, {rows}, {blocks}, {size}, {literal(scale)}"
+        sizes = f"{kv_heads}, {rows}, {blocks}, {size}, {literal(scale)}, {window}"
         self.lines.append(
             (f"{target} = paged_attention(f, {nodes}, {sizes})", "writes the caches in place")
         )

@@ -1445,7 +1445,8 @@ class WritesCaches(MemoryEffect):
 class CachedAttentionOp(NpuOp):
     """A static-cache attention step: rows `start`.. of both caches (dim 2) become `key`
     and `value`, in place, then causal attention of `query` over the written caches,
-    query row p seeing cache rows up to `start + p`.
+    query row p seeing cache rows up to `start + p`, and with a `window` W only the
+    last W of those (rows after `start + p - W`: transformers' sliding window).
 
     Shapes: query [1, H, P, D], key and value [1, Hk, P, D], caches [1, Hk, C, D],
     `start` [1] (an `npu.run_start`), H a multiple of Hk (grouped-query attention).
@@ -1462,8 +1463,14 @@ class CachedAttentionOp(NpuOp):
     value_cache = operand_def()
     start = operand_def()
     scale = prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
     result = result_def()
     traits = traits_def(WritesCaches())
+
+    @property
+    def window_size(self) -> int:
+        """The sliding window in positions, 0 for none."""
+        return self.window.value.data if self.window is not None else 0
 
     assembly_format = (
         "$query `,` $key `,` $value `into` $key_cache `,` $value_cache `at` $start attr-dict "
@@ -1501,6 +1508,8 @@ class CachedAttentionOp(NpuOp):
         ):
             _expect_same_element(what, element_type(x.type), element_type(self.query.type))
         _expect_shape("result", shape_of(self.result.type), q)
+        if self.window is not None and self.window.value.data < 1:
+            raise ShapeError(f"window must be at least 1, got {self.window.value.data}")
 
 
 # ------------------------------------------------------------------- generic

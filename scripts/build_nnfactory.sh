@@ -10,7 +10,7 @@ VENV=${1:?usage: build_nnfactory.sh VENV}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY="$VENV/bin/python"
 NPU_VERSION=1.4.0
-PATCH_LEVEL=15  # bump when the patches below change, to force a rebuild
+PATCH_LEVEL=16  # bump when the patches below change, to force a rebuild
 OV_VERSION=2026.4.1
 BUILD=$ROOT/build/nnfactory
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -188,9 +188,12 @@ src = src.replace(old_dtype, new_dtype)
 open(bindings, "w").write(src)
 PYEOF
 
-# `paged_attention` adds OpenVINO's PagedAttentionExtension (attention over a cache that
-# the node itself writes the new keys and values into, in place: GenAI's form, one node
-# a layer). Forge keeps its [1, heads, capacity, head_dim] caches and presents them as
+# `paged_attention_windowed` adds OpenVINO's PagedAttentionExtension (attention over a
+# cache that the node itself writes the new keys and values into, in place: GenAI's form,
+# one node a layer), with its sliding window (0: none; W: each token sees itself and the
+# W - 1 positions before it, as transformers' sliding_window; the name changed with the
+# window argument, so a build from before has no such symbol and Forge runs the op on the
+# CPU instead of calling it with an argument it ignores). Forge keeps its [1, heads, capacity, head_dim] caches and presents them as
 # one sequence per key/value head with blocks of 32 positions in order: [heads x blocks,
 # 1, 32, head_dim] is the same memory (conversion/cached_attention.py). The op's header is
 # OpenVINO's dev API, not in the wheel; the class is declared here as 2026.4.1 defines
@@ -224,7 +227,8 @@ anchor = "    void result(ov::op::Op* op) {"
 assert anchor in src, "nn_factory.h changed upstream; update the paged_attention patch"
 method = """    ov::op::Op* paged_attention(ov::op::Op* query, ov::op::Op* key, ov::op::Op* value,
                                 ov::op::Op* key_cache, ov::op::Op* value_cache, ov::op::Op* positions,
-                                size_t sequences, size_t tokens, size_t blocks, size_t head_size, float scale) {
+                                size_t sequences, size_t tokens, size_t blocks, size_t head_size, float scale,
+                                int32_t window) {
         auto i32 = [](ov::Shape shape, std::vector<int32_t> values) {
             return ov::opset13::Constant::create(ov::element::i32, shape, values)->output(0);
         };
@@ -254,7 +258,7 @@ method = """    ov::op::Op* paged_attention(ov::op::Op* query, ov::op::Op* key, 
         ov::OutputVector args{
             query->output(0), key->output(0), value->output(0), key_cache->output(0), value_cache->output(0),
             past_lens, i32({sequences + 1}, begins), i32({sequences * blocks}, table), i32({sequences + 1}, block_begins),
-            ov::opset13::Constant::create(ov::element::f32, ov::Shape{}, {scale})->output(0), i32({}, {0}),
+            ov::opset13::Constant::create(ov::element::f32, ov::Shape{}, {scale})->output(0), i32({}, {window}),
             empty(ov::element::f32, {0}), max_context,
             empty(ov::element::i32, {0}), empty(ov::element::i32, {0}), empty(ov::element::i32, {0}),
             empty(ov::element::f32, {0}), empty(ov::element::f32, {0}), i32({}, {0}), i32({}, {0}),
@@ -277,12 +281,12 @@ open(header, "w").write(src)
 src = open(bindings).read()
 anchor = "intel_npu_acceleration_library_DLL_API ov::op::Op* matmul("
 assert anchor in src, "bindings.cpp changed upstream; update the paged_attention patch"
-function = """intel_npu_acceleration_library_DLL_API ov::op::Op* paged_attention(
+function = """intel_npu_acceleration_library_DLL_API ov::op::Op* paged_attention_windowed(
     intel_npu_acceleration_library::ModelFactory* factory, ov::op::Op* query, ov::op::Op* key, ov::op::Op* value,
     ov::op::Op* key_cache, ov::op::Op* value_cache, ov::op::Op* positions, size_t sequences, size_t tokens,
-    size_t blocks, size_t head_size, float scale) {
+    size_t blocks, size_t head_size, float scale, int32_t window) {
     return factory->paged_attention(query, key, value, key_cache, value_cache, positions, sequences, tokens, blocks,
-                                    head_size, scale);
+                                    head_size, scale, window);
 }
 
 """

@@ -11,7 +11,10 @@ cache and attends over the written cache under the step's causal mask:
 
 where `%mask` is 0.0 at cache row c for query row p when c <= %pos[0] + p and the
 float minimum elsewhere (transformers' causal mask over a static cache, as captured:
-`where(le(arange(C), %pos[0] + arange(P)), 0.0, min)`). The rewrite
+`where(le(arange(C), %pos[0] + arange(P)), 0.0, min)`; with sdpa attention, the
+boolean `le(...)` itself), with a sliding window of W
+and-ed with `gt(arange(C), %pos[0] + arange(P) - W)` (Mistral, Qwen2, Gemma 2...: the
+rewrite gives the op `window = W`, the paged node's `sliding_window`). The rewrite
 
     %s = npu.run_start %pos {capacity = C : i64} : tensor<Pxi64> -> tensor<1xi64>
     %a = npu.cached_attention %q, %k, %v into %key_cache, %value_cache at %s {scale = ...}
@@ -40,13 +43,20 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f64, i64
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
 from forge.conversion.capabilities import PAGED_BLOCK
 from forge.dialects import npu
-from forge.dialects.shapes import DYNAMIC, element_type, is_float, normalize_dim, shape_of
+from forge.dialects.shapes import (
+    DYNAMIC,
+    element_type,
+    is_bool,
+    is_float,
+    normalize_dim,
+    shape_of,
+)
 from forge.transforms.matchers import (
     constant_of,
     erase_dead_producers,
@@ -103,28 +113,99 @@ def _run_of(rows: SSAValue) -> SSAValue | None:
     return None
 
 
-def causal_positions(mask: SSAValue, capacity: int, rows: int) -> SSAValue | None:
-    """`positions` when `mask` is the causal mask of a step at the run starting at
-    `positions[0]` over a cache of `capacity` rows: 0.0 where cache row c <= positions[0]
-    + p, hidden elsewhere, shaped [1, 1, rows, capacity]."""
+def _against_columns(
+    compare: Operation, kind: type[npu.CompareOp], capacity: int
+) -> SSAValue | None:
+    """The right side when `compare` is a `kind` comparison of the cache's columns,
+    `arange(capacity)` shaped [1, 1, 1, capacity], with a tensor."""
+    if not isinstance(compare, kind) or compare.rhs is None:
+        return None
+    if _ints_of(compare.lhs) != list(range(capacity)):
+        return None
+    if shape_of(compare.lhs.type) != (1, 1, 1, capacity):
+        return None
+    return compare.rhs
+
+
+def _causal_rows(compare: Operation, capacity: int, rows: int) -> SSAValue | None:
+    """The [1, 1, rows, 1] query positions when `compare` is `le(arange(capacity), them)`
+    (cache row c seen by query row p when c <= p's position)."""
+    positions = _against_columns(compare, npu.LeOp, capacity)
+    if positions is None or shape_of(positions.type) != (1, 1, rows, 1):
+        return None
+    return positions
+
+
+def _window(value: SSAValue, capacity: int, query_rows: SSAValue) -> int | None:
+    """W when `value` is `gt(arange(capacity), query_rows - W)` (cache row c seen when
+    c > p's position - W: transformers' sliding window of W), possibly and-ed with a
+    splat true first, as transformers' mask functions leave it."""
+    owner = value.owner
+    if isinstance(owner, npu.AndOp) and owner.rhs is not None:
+        if splat_value(owner.lhs) == 1.0:
+            owner = owner.rhs.owner
+        elif splat_value(owner.rhs) == 1.0:
+            owner = owner.lhs.owner
+    bound = _against_columns(owner, npu.GtOp, capacity)
+    if bound is None:
+        return None
+    start = bound.owner
+    if not isinstance(start, npu.SubOp) or start.rhs is not None or start.lhs is not query_rows:
+        return None
+    if not isinstance(start.scalar, IntegerAttr) or start.scalar.value.data < 1:
+        return None
+    return start.scalar.value.data
+
+
+@dataclass(frozen=True)
+class StepMask:
+    """What a step's mask over a static cache says: the run it is built from, and the
+    sliding window (0: none)."""
+
+    positions: SSAValue
+    window: int = 0
+
+
+def _seen(mask: SSAValue, capacity: int, rows: int) -> Operation | None:
+    """What makes cache row c seen by query row p in a step's mask shaped [1, 1, rows,
+    capacity]: the mask itself when boolean (sdpa attends where it is true, as
+    transformers' sdpa masks are), else `seen` of `where(seen, 0.0, hidden)`."""
+    if shape_of(mask.type) != (1, 1, rows, capacity):
+        return None
+    if is_bool(element_type(mask.type)):
+        return mask.owner if isinstance(mask.owner, Operation) else None
     where = mask.owner
     if not isinstance(where, npu.WhereOp) or where.on_false is not None:
         return None
     hidden = scalar_value(where.scalar)
     if splat_value(where.on_true) != 0.0 or hidden is None or hidden > MASKED:
         return None
-    if shape_of(mask.type) != (1, 1, rows, capacity):
+    return where.cond.owner if isinstance(where.cond.owner, Operation) else None
+
+
+def step_mask(mask: SSAValue, capacity: int, rows: int) -> StepMask | None:
+    """The step's run and window when `mask` is the causal mask of a step at the run
+    starting at `positions[0]` over a cache of `capacity` rows (`_seen`): cache row c
+    seen by query row p where c <= positions[0] + p (and, with a window W,
+    c > positions[0] + p - W)."""
+    seen = _seen(mask, capacity, rows)
+    if seen is None:
         return None
-    compare = where.cond.owner
-    if not isinstance(compare, npu.LeOp) or compare.rhs is None:
+    query_rows = _causal_rows(seen, capacity, rows)
+    if query_rows is not None:
+        positions = _run_of(_strip_unsqueezes(query_rows))
+        return StepMask(positions) if positions is not None else None
+    if not isinstance(seen, npu.AndOp) or seen.rhs is None:
         return None
-    if _ints_of(compare.lhs) != list(range(capacity)):
-        return None
-    if shape_of(compare.lhs.type) != (1, 1, 1, capacity):
-        return None
-    if shape_of(compare.rhs.type) != (1, 1, rows, 1):
-        return None
-    return _run_of(_strip_unsqueezes(compare.rhs))
+    for causal, windowed in ((seen.lhs, seen.rhs), (seen.rhs, seen.lhs)):
+        query_rows = _causal_rows(causal.owner, capacity, rows)
+        if query_rows is None:
+            continue
+        window = _window(windowed, capacity, query_rows)
+        positions = _run_of(_strip_unsqueezes(query_rows))
+        if window is not None and positions is not None:
+            return StepMask(positions, window)
+    return None
 
 
 def _written_back(update: npu.CacheUpdateOp, attention: npu.SDPAOp) -> bool:
@@ -188,17 +269,20 @@ class FuseCachedAttention(RewritePattern):
         floats = [element_type(v.type) for v in (op.query, *caches)]
         if not all(is_float(t) and str(t) == "f32" for t in floats):
             return
-        positions = causal_positions(op.mask, cache[2], query[2])
-        if positions is not keys.positions:
+        step = step_mask(op.mask, cache[2], query[2])
+        if step is None or step.positions is not keys.positions:
             return
         scale = op.scale.value.data if op.scale is not None else 1.0 / math.sqrt(query[-1])
         block = op.parent_block()
         assert block is not None
-        start = _run_start(positions, cache[2], block, rewriter)
+        start = _run_start(step.positions, cache[2], block, rewriter)
+        properties: dict[str, Attribute] = {"scale": FloatAttr(scale, f64)}
+        if step.window:
+            properties["window"] = IntegerAttr(step.window, i64)
         fused = npu.CachedAttentionOp.build(
             operands=[op.query, keys.update, values.update, keys.cache, values.cache, start],
             result_types=[op.result.type],
-            properties={"scale": FloatAttr(scale, f64)},
+            properties=properties,
         )
         mask = op.mask
         rewriter.replace(op, fused)

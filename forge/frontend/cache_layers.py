@@ -6,7 +6,10 @@ two fixed-shape programs (a right-padded prefill and a one-token decode) can sha
 * attention (`StaticLayer`, as `PositionedLayer`): keys and values at every cache
   position, written with `index_copy_` at the step's positions. Sliding-window layers
   become plain ones (the mask still applies the window; the cache is merely longer than
-  needed) and KV-sharing consumers an empty one, as transformers' own export wrapper does.
+  needed) and KV-sharing consumers an empty `ConsumerLayer`, as transformers' own export
+  wrapper does. Every other layer must be written by the model's own step
+  (`unwritten_layers`): one that is not (a model whose forward takes no cache, as
+  transformers' OpenAI GPT) would decode from the step's token alone.
 * short convolution (`LinearAttentionLayer` with conv states only, e.g. LFM2): transformers
   keeps the last `L - 1` conv inputs, which after a right-padded prefill would be the
   padding, not the prompt's last tokens. `ConvHistoryLayer` instead keeps the conv input at
@@ -139,12 +142,36 @@ class PositionedLayer(StaticLayer):
         return self.keys, self.values
 
 
+class ConsumerLayer(PositionedLayer):
+    """A layer the config keeps no keys and values for (transformers' `DummyLayer`): a
+    KV-sharing consumer, which reads another layer's cache, or a layer without attention.
+    The model's step may leave it unwritten; it is allocated empty."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+def unwritten_layers(layers: list[Any]) -> list[int]:
+    """The layers a model's step at position 0 left without state: neither written (an
+    attention layer's keys and values, a conv layer's history) nor a `ConsumerLayer`."""
+    return [
+        i
+        for i, layer in enumerate(layers)
+        if not isinstance(layer, ConsumerLayer)
+        and not (
+            layer.history is not None
+            if isinstance(layer, ConvHistoryLayer)
+            else layer.is_initialized
+        )
+    ]
+
+
 def _exportable(layer: Any, capacity: int, index: int) -> Any:
     kind = type(layer)
     if kind in (StaticLayer, StaticSlidingWindowLayer):
         return PositionedLayer(capacity)
     if kind is DummyLayer:
-        return PositionedLayer(0)
+        return ConsumerLayer()
     if kind is LinearAttentionLayer:
         return ConvHistoryLayer(capacity)
     raise ForgeError(

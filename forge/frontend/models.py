@@ -271,6 +271,23 @@ def build_model(
     return model.eval()
 
 
+WIDE_STD = 0.3
+"""The std `widened` redraws matrices at: the built-ins' own init (0.02) leaves a tiny
+model's logits nearly flat, so greedy decoding repeats one token whatever the context
+and a program that ignores its cache or its mask still gives eager's tokens."""
+
+
+def widened(model: torch.nn.Module, std: float = WIDE_STD, seed: int = 1) -> torch.nn.Module:
+    """`model` with every matrix (every parameter of two or more dims) redrawn from
+    N(0, std) with a generator seeded by `seed`, in place; vectors are kept."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+    return model
+
+
 def example_inputs(
     model: torch.nn.Module, seq: int = 128, batch: int = 1, seed: int = 0
 ) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:

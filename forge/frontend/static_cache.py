@@ -19,12 +19,16 @@ SAME wrapper instance therefore share one cache (and one set of weights):
 No attention mask or position ids are needed: positions are the cache positions, and
 the padded rows of the prefill are overwritten by the decode steps before any real
 token attends to (or convolves) them (each step writes its row at `position` before
-reading rows up to `position`).
+reading rows up to `position`). Sliding windows come with transformers' masks, but for
+GPT-Neo's local layers, which take theirs from their own `bias` rows at the end of the
+keys (`LocalWindows`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +36,58 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
+
+
+class LocalWindows:
+    """GPT-Neo's local attention layers and their window over a static cache.
+
+    Such a layer hides the keys outside its window with rows of its boolean `bias`
+    buffer, the last `query_length` of the first `key_length` ones: the rows of the
+    step's positions when the keys end at the step (a dynamic cache), but over a static
+    cache of C positions always the rows of positions C - query_length ... C - 1, whose
+    windows lie past every real position. For the length of a step the wrapper shadows
+    each such layer's `bias` with rows whose last ones are the step's windows (a
+    tensor computed from the step's positions, so both programs capture it); the
+    model's buffer is not touched."""
+
+    def __init__(self, model: torch.nn.Module):
+        window = getattr(model.config, "window_size", None)
+        self.window = window if isinstance(window, int) and window > 0 else 0
+        self.layers = [
+            module
+            for module in model.modules()
+            if getattr(module, "attention_type", None) == "local"
+            and isinstance(getattr(module, "bias", None), torch.Tensor)
+        ]
+        if self.layers and not self.window:
+            raise ForgeError(
+                f"{type(model).__name__} has local attention layers but no positive "
+                f"`window_size` in its config (got {window!r})"
+            )
+
+    def rows(self, positions: torch.Tensor, capacity: int) -> torch.Tensor:
+        """[1, 1, capacity, capacity]: the last rows are each position's window (the
+        keys at most `window - 1` positions before it), the others hide every key."""
+        behind = positions[:, None] - torch.arange(capacity, device=positions.device)
+        seen = (behind >= 0) & (behind < self.window)
+        earlier = seen.new_zeros(capacity - positions.shape[0], capacity)
+        return torch.cat([earlier, seen])[None, None]
+
+    @contextlib.contextmanager
+    def applied(self, positions: torch.Tensor, capacity: int) -> Iterator[None]:
+        """Every local layer sees the step's window rows as its `bias` (an instance
+        attribute, found before the module's buffers) for the length of the block."""
+        if not self.layers:
+            yield
+            return
+        rows = self.rows(positions, capacity)
+        for layer in self.layers:
+            layer.__dict__["bias"] = rows
+        try:
+            yield
+        finally:
+            for layer in self.layers:
+                layer.__dict__.pop("bias", None)
 
 
 class StaticCacheLM(torch.nn.Module):
@@ -61,6 +117,7 @@ class StaticCacheLM(torch.nn.Module):
 
         self.model = model
         self.capacity = capacity
+        self.local_windows = LocalWindows(model)
         config = model.config.get_text_config()
         self.static_cache = static_cache(config, capacity)
         layers = self.static_cache.layers
@@ -87,13 +144,15 @@ class StaticCacheLM(torch.nn.Module):
     def _initialize(self, config: Any) -> None:
         """Allocate every layer's state by one eager step at position 0 (the layers take
         their shapes from the tensors the model hands them, not from the config), then
-        zero it. Layers the step does not write (KV-sharing consumers) are allocated from
-        the config, as transformers' export recipe does."""
+        zero it. KV-sharing consumers, which the step does not write, are allocated from
+        the config, as transformers' export recipe does; any other layer the step leaves
+        unwritten is refused (`_check_written`)."""
         layers = self.static_cache.layers
         parameter = next(self.model.parameters())
         position = torch.zeros(1, dtype=torch.long, device=parameter.device)
         with torch.no_grad():
             self._step(position.view(1, 1), position)
+        self._check_written()
         if any(not layers[i].is_initialized for i in self.attention):
             from transformers.configuration_utils import get_head_shapes
 
@@ -105,6 +164,30 @@ class StaticCacheLM(torch.nn.Module):
             for i, attribute, _ in self._bindings:
                 getattr(layers[i], attribute).zero_()
         self._stack_caches()
+
+    def _check_written(self) -> None:
+        """Refuse a model whose step leaves a cache layer it does not share unwritten: its
+        decode step would see the step's token alone (OpenAI GPT's forward takes no
+        cache, so every decode step would attend to one token at position 0)."""
+        from forge.frontend.cache_layers import ConsumerLayer, unwritten_layers
+
+        layers = self.static_cache.layers
+        unwritten = unwritten_layers(layers)
+        if not unwritten:
+            return
+        name = type(self.model).__name__
+        own = [layer for layer in layers if not isinstance(layer, ConsumerLayer)]
+        if len(unwritten) == len(own):
+            raise ForgeError(
+                f"{name} wrote none of its {len(own)} cache layers in an eager step "
+                f"(its forward ignores the cache it is handed): static generation needs a "
+                f"model that keeps its keys and values"
+            )
+        listed = ", ".join(map(str, unwritten))
+        raise ForgeError(
+            f"{name}'s layer(s) {listed} neither write nor share a cache layer in an eager "
+            f"step: static generation would decode them without context"
+        )
 
     def _stack_caches(self) -> None:
         """Put every attention layer's keys and values in one tensor, each a slice of it,
@@ -188,13 +271,14 @@ class StaticCacheLM(torch.nn.Module):
         for i in self.conv:
             layers[i].positions = cache_position
         keep = {} if logits_at is None else {"logits_to_keep": logits_at}
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=None,
-            cache=self.static_cache,
-            use_cache=True,
-            **keep,
-        )
+        with self.local_windows.applied(cache_position, self.capacity):
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=None,
+                cache=self.static_cache,
+                use_cache=True,
+                **keep,
+            )
         return out.logits
 
 

@@ -1160,3 +1160,12 @@ func.func @cache_rows(%c: tensor<8x4xf32>, %p: tensor<2xi64>, %u: tensor<1x4xf32
   %0 = npu.cache_update %c[%p] = %u {dim = 0 : i64} : tensor<8x4xf32>, tensor<2xi64>, tensor<1x4xf32>
   func.return
 }
+
+// -----
+
+// cached_attention: a window holds at least the query's own position.
+func.func @cached_attention_window(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tensor<1x2x1x4xf32>, %kc: tensor<1x2x32x4xf32>, %vc: tensor<1x2x32x4xf32>, %s: tensor<1xi64>) {
+  // expected-error@+1 {{'npu.cached_attention' op window must be at least 1, got 0}}
+  %0 = npu.cached_attention %q, %k, %v into %kc, %vc at %s {scale = 5.000000e-01 : f64, window = 0 : i64} : (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1xi64>) -> tensor<1x2x1x4xf32>
+  func.return
+}

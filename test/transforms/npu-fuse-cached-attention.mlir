@@ -121,6 +121,126 @@ func.func @not_causal(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tens
 
 // -----
 
+// Positive: a sliding window of 2 (Mistral's decode mask as captured: the causal `le`
+// and-ed with `and(true, gt(cols, pos - 2))`) is the paged node's sliding window: the
+// op carries `window = 2` and the whole mask goes.
+// CHECK-LABEL: func.func @sliding_window
+// CHECK-NEXT:    %0 = npu.run_start %pos {capacity = 32 : i64} : tensor<1xi64> -> tensor<1xi64>
+// CHECK-NOT:     npu.gt
+// CHECK-NOT:     npu.and
+// CHECK-NOT:     npu.where
+// CHECK:         %a = npu.cached_attention %q, %k, %v into %kc, %vc at %0 {scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK-NEXT:    func.return %a, %kc, %vc
+// PLACE-LABEL: func.func @sliding_window
+// PLACE:         npu.cached_attention {{.*}}device = "npu"
+func.func @sliding_window(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %kc: tensor<1x2x32x4xf32>, %vc: tensor<1x2x32x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>) attributes {npu.writes = ["kc", "vc"]} {
+  %first = npu.generic "aten.select.int"(%pos, 0 : i64, 0 : i64) : (tensor<1xi64>) -> tensor<i64>
+  %offsets = npu.constant dense<[0]> : tensor<1xi64>
+  %rows = npu.add %offsets, %first : (tensor<1xi64>, tensor<i64>) -> tensor<1xi64>
+  %r2 = npu.unsqueeze %rows {dim = 0 : i64} : tensor<1xi64> -> tensor<1x1xi64>
+  %r3 = npu.unsqueeze %r2 {dim = 1 : i64} : tensor<1x1xi64> -> tensor<1x1x1xi64>
+  %r4 = npu.unsqueeze %r3 {dim = 3 : i64} : tensor<1x1x1xi64> -> tensor<1x1x1x1xi64>
+  %cols = npu.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]]]]> : tensor<1x1x1x32xi64>
+  %true = npu.constant dense<true> : tensor<i1>
+  %start = npu.sub %r4 {scalar = 2 : i64} : (tensor<1x1x1x1xi64>) -> tensor<1x1x1x1xi64>
+  %after = npu.gt %cols, %start : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %inside = npu.and %true, %after : (tensor<i1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %causal = npu.le %cols, %r4 : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %seen = npu.and %inside, %causal : (tensor<1x1x1x32xi1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %zero = npu.constant dense<0.000000e+00> : tensor<f32>
+  %mask = npu.where %seen, %zero {scalar = -3.4028234663852886e+38 : f64} : (tensor<1x1x1x32xi1>, tensor<f32>) -> tensor<1x1x1x32xf32>
+  %k2 = npu.cache_update %kc[%pos] = %k {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %v2 = npu.cache_update %vc[%pos] = %v {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a = npu.sdpa %q, %k2, %v2, %mask {scale = 5.000000e-01 : f64} : (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x1x1x32xf32>) -> tensor<1x2x1x4xf32>
+  func.return %a, %k2, %v2 : tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>
+}
+
+// -----
+
+// Positive: the same window as sdpa attention captures it, the boolean mask itself
+// (true: attended) instead of a where of 0.0 and the float minimum.
+// CHECK-LABEL: func.func @sliding_window_boolean
+// CHECK-NEXT:    %0 = npu.run_start %pos {capacity = 32 : i64} : tensor<1xi64> -> tensor<1xi64>
+// CHECK-NOT:     npu.and
+// CHECK:         %a = npu.cached_attention %q, %k, %v into %kc, %vc at %0 {scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK-NEXT:    func.return %a, %kc, %vc
+func.func @sliding_window_boolean(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %kc: tensor<1x2x32x4xf32>, %vc: tensor<1x2x32x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>) attributes {npu.writes = ["kc", "vc"]} {
+  %first = npu.generic "aten.select.int"(%pos, 0 : i64, 0 : i64) : (tensor<1xi64>) -> tensor<i64>
+  %offsets = npu.constant dense<[0]> : tensor<1xi64>
+  %rows = npu.add %offsets, %first : (tensor<1xi64>, tensor<i64>) -> tensor<1xi64>
+  %r2 = npu.unsqueeze %rows {dim = 0 : i64} : tensor<1xi64> -> tensor<1x1xi64>
+  %r3 = npu.unsqueeze %r2 {dim = 1 : i64} : tensor<1x1xi64> -> tensor<1x1x1xi64>
+  %r4 = npu.unsqueeze %r3 {dim = 3 : i64} : tensor<1x1x1xi64> -> tensor<1x1x1x1xi64>
+  %cols = npu.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]]]]> : tensor<1x1x1x32xi64>
+  %true = npu.constant dense<true> : tensor<i1>
+  %start = npu.sub %r4 {scalar = 2 : i64} : (tensor<1x1x1x1xi64>) -> tensor<1x1x1x1xi64>
+  %after = npu.gt %cols, %start : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %inside = npu.and %true, %after : (tensor<i1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %causal = npu.le %cols, %r4 : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %seen = npu.and %inside, %causal : (tensor<1x1x1x32xi1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %k2 = npu.cache_update %kc[%pos] = %k {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %v2 = npu.cache_update %vc[%pos] = %v {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a = npu.sdpa %q, %k2, %v2, %seen {scale = 5.000000e-01 : f64} : (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x1x1x32xi1>) -> tensor<1x2x1x4xf32>
+  func.return %a, %k2, %v2 : tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>
+}
+
+// -----
+
+// Negative: the window's bound is not the query rows' (pos + 1 - 2): not a window of
+// the step's positions.
+// CHECK-LABEL: func.func @window_on_other_rows
+// CHECK-NOT:     npu.cached_attention
+// CHECK:         npu.sdpa
+func.func @window_on_other_rows(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %kc: tensor<1x2x32x4xf32>, %vc: tensor<1x2x32x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>) attributes {npu.writes = ["kc", "vc"]} {
+  %first = npu.generic "aten.select.int"(%pos, 0 : i64, 0 : i64) : (tensor<1xi64>) -> tensor<i64>
+  %offsets = npu.constant dense<[0]> : tensor<1xi64>
+  %rows = npu.add %offsets, %first : (tensor<1xi64>, tensor<i64>) -> tensor<1xi64>
+  %r2 = npu.unsqueeze %rows {dim = 0 : i64} : tensor<1xi64> -> tensor<1x1xi64>
+  %r3 = npu.unsqueeze %r2 {dim = 1 : i64} : tensor<1x1xi64> -> tensor<1x1x1xi64>
+  %r4 = npu.unsqueeze %r3 {dim = 3 : i64} : tensor<1x1x1xi64> -> tensor<1x1x1x1xi64>
+  %cols = npu.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]]]]> : tensor<1x1x1x32xi64>
+  %later = npu.add %r4 {scalar = 1 : i64} : (tensor<1x1x1x1xi64>) -> tensor<1x1x1x1xi64>
+  %start = npu.sub %later {scalar = 2 : i64} : (tensor<1x1x1x1xi64>) -> tensor<1x1x1x1xi64>
+  %inside = npu.gt %cols, %start : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %causal = npu.le %cols, %r4 : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %seen = npu.and %inside, %causal : (tensor<1x1x1x32xi1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %zero = npu.constant dense<0.000000e+00> : tensor<f32>
+  %mask = npu.where %seen, %zero {scalar = -3.4028234663852886e+38 : f64} : (tensor<1x1x1x32xi1>, tensor<f32>) -> tensor<1x1x1x32xf32>
+  %k2 = npu.cache_update %kc[%pos] = %k {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %v2 = npu.cache_update %vc[%pos] = %v {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a = npu.sdpa %q, %k2, %v2, %mask {scale = 5.000000e-01 : f64} : (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x1x1x32xf32>) -> tensor<1x2x1x4xf32>
+  func.return %a, %k2, %v2 : tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>
+}
+
+// -----
+
+// Negative: `or` instead of `and`: every row up to the step and every one after the
+// window's start, which is no window at all.
+// CHECK-LABEL: func.func @window_or_causal
+// CHECK-NOT:     npu.cached_attention
+// CHECK:         npu.sdpa
+func.func @window_or_causal(%q: tensor<1x2x1x4xf32>, %k: tensor<1x2x1x4xf32>, %v: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>, %kc: tensor<1x2x32x4xf32>, %vc: tensor<1x2x32x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>) attributes {npu.writes = ["kc", "vc"]} {
+  %first = npu.generic "aten.select.int"(%pos, 0 : i64, 0 : i64) : (tensor<1xi64>) -> tensor<i64>
+  %offsets = npu.constant dense<[0]> : tensor<1xi64>
+  %rows = npu.add %offsets, %first : (tensor<1xi64>, tensor<i64>) -> tensor<1xi64>
+  %r2 = npu.unsqueeze %rows {dim = 0 : i64} : tensor<1xi64> -> tensor<1x1xi64>
+  %r3 = npu.unsqueeze %r2 {dim = 1 : i64} : tensor<1x1xi64> -> tensor<1x1x1xi64>
+  %r4 = npu.unsqueeze %r3 {dim = 3 : i64} : tensor<1x1x1xi64> -> tensor<1x1x1x1xi64>
+  %cols = npu.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]]]]> : tensor<1x1x1x32xi64>
+  %start = npu.sub %r4 {scalar = 2 : i64} : (tensor<1x1x1x1xi64>) -> tensor<1x1x1x1xi64>
+  %inside = npu.gt %cols, %start : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %causal = npu.le %cols, %r4 : (tensor<1x1x1x32xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x32xi1>
+  %seen = npu.or %inside, %causal : (tensor<1x1x1x32xi1>, tensor<1x1x1x32xi1>) -> tensor<1x1x1x32xi1>
+  %zero = npu.constant dense<0.000000e+00> : tensor<f32>
+  %mask = npu.where %seen, %zero {scalar = -3.4028234663852886e+38 : f64} : (tensor<1x1x1x32xi1>, tensor<f32>) -> tensor<1x1x1x32xf32>
+  %k2 = npu.cache_update %kc[%pos] = %k {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %v2 = npu.cache_update %vc[%pos] = %v {dim = 2 : i64} : tensor<1x2x32x4xf32>, tensor<1xi64>, tensor<1x2x1x4xf32>
+  %a = npu.sdpa %q, %k2, %v2, %mask {scale = 5.000000e-01 : f64} : (tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x1x1x32xf32>) -> tensor<1x2x1x4xf32>
+  func.return %a, %k2, %v2 : tensor<1x2x1x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>
+}
+
+// -----
+
 // Negative: the mask's rows are not positions[0] + arange (offset 1).
 // CHECK-LABEL: func.func @shifted_rows
 // CHECK-NOT:     npu.cached_attention

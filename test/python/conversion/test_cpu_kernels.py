@@ -191,9 +191,13 @@ def test_check_run_passes_a_run_and_refuses_the_rest() -> None:
 
 @pytest.mark.parametrize("heads", [2, 4])
 @pytest.mark.parametrize("start", [0, 5])
-def test_attend_cached_is_the_written_cache_under_the_causal_mask(heads: int, start: int) -> None:
+@pytest.mark.parametrize("window", [0, 2])
+def test_attend_cached_is_the_written_cache_under_the_causal_mask(
+    heads: int, start: int, window: int
+) -> None:
     """The CPU form of `npu.cached_attention`: index_copy into both caches, then
-    attention over the whole cache with row p seeing rows up to start + p."""
+    attention over the whole cache with row p seeing rows up to start + p (with a
+    window W, only the last W of them)."""
     generator = torch.Generator().manual_seed(start + heads)
     q = torch.randn(1, heads, 3, 8, generator=generator)
     k, v = (torch.randn(1, 2, 3, 8, generator=generator) for _ in range(2))
@@ -201,10 +205,12 @@ def test_attend_cached_is_the_written_cache_under_the_causal_mask(heads: int, st
     positions = torch.arange(start, start + 3)
     written = [c.clone().index_copy_(2, positions, x) for c, x in zip(caches, (k, v), strict=True)]
     seen = torch.arange(16) <= positions[:, None]
+    if window:
+        seen &= torch.arange(16) > positions[:, None] - window
     want = torch.nn.functional.scaled_dot_product_attention(
         q, *written, attn_mask=seen, scale=0.3, enable_gqa=heads != 2
     )
-    got = attend_cached(q, k, v, *caches, torch.tensor([start]), scale=0.3)
+    got = attend_cached(q, k, v, *caches, torch.tensor([start]), scale=0.3, window=window)
     assert torch.allclose(got, want, atol=1e-6)
     assert all(torch.equal(c, w) for c, w in zip(caches, written, strict=True))
 

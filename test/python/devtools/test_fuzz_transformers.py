@@ -25,6 +25,8 @@ from forge.devtools.fuzz_transformers import (
     shrink,
 )
 from forge.diagnostics import ForgeError
+from forge.runtime import generate as generate_module
+from forge.runtime.generate import CompiledLM
 
 SEEDS = range(200)
 
@@ -37,9 +39,8 @@ def specs() -> list[TransformerSpec]:
 def test_generation_is_deterministic_and_covers_every_family(specs: list[TransformerSpec]) -> None:
     assert [generate(seed) for seed in SEEDS] == specs
     families = available_families()
-    assert {"llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "gpt2", "gpt-neox"} <= set(
-        families
-    )
+    expected = {"llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "gpt2", "gpt-neo"}
+    assert expected | {"gpt-neox"} <= set(families)
     assert {s.family for s in specs} == set(families)
     assert all(s.problem() is None for s in specs)
     assert all(1 <= s.layers <= 3 and 16 <= s.hidden <= 64 and s.vocab <= 256 for s in specs)
@@ -59,6 +60,8 @@ def test_generation_draws_the_features(specs: list[TransformerSpec]) -> None:
     assert {o.get("tie_word_embeddings") for _, _, o in options} >= {True, False}
     assert any(o.get("sliding_window") for f, _, o in options if f == "mistral")
     assert any(o.get("use_sliding_window") for f, _, o in options if f == "qwen2")
+    neo = [o["attention_types"][0][0] for f, _, o in options if f == "gpt-neo"]
+    assert any("local" in kinds for kinds in neo) and any("global" in kinds for kinds in neo)
     assert any(o.get("attention_bias") for _, _, o in options)
     assert any(o.get("mlp_bias") for _, _, o in options)
     assert any(o.get("attn_implementation") == "eager" for _, _, o in options)
@@ -244,3 +247,43 @@ def test_cases_run_through_the_given_mapper(tmp_path: Path) -> None:
     (failure,) = result.failures
     assert failure.shrunk is None and failure.saved is not None
     assert load_spec(failure.saved) == generate(6)
+
+
+class _Forgetful:
+    """A decode program planted with the bug the fuzzer must catch: it empties the cache
+    before every step, so each token is decoded from itself alone (what OpenAI GPT's
+    decode did before it was refused)."""
+
+    def __init__(self, lm: CompiledLM):
+        self.decode = lm.decode
+        self.wrapper = lm.wrapper
+
+    def __call__(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        self.wrapper.reset_cache()
+        return self.decode(input_ids, cache_position)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.decode, name)
+
+
+def test_a_decode_that_ignores_the_cache_is_caught(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`forge fuzz-models --family transformers` with a decode step that forgets the
+    cache (planted here, in the test only): every case is a generate mismatch, and at
+    std 0.3 the tokens themselves differ (at the default 0.02 greedy decoding often
+    repeats one token whatever the context)."""
+    compile_lm = generate_module.compile_lm
+
+    def planted(*args: object, **kwargs: object) -> CompiledLM:
+        lm = compile_lm(*args, **kwargs)
+        lm.decode = _Forgetful(lm)  # type: ignore[assignment]
+        return lm
+
+    monkeypatch.setattr(generate_module, "compile_lm", planted)
+    argv = ["fuzz-models", "--family", "transformers", "--cases", "3", "--seed", "7"]
+    assert main([*argv, "--no-shrink", "--save-dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("3 random transformers: 0 match eager, 3 mismatch, 0 error")
+    assert captured.err.count("generate tokens differ") == 3, captured.err
+    assert not list(tmp_path.iterdir())

@@ -259,7 +259,7 @@ def test_cache_programs_are_stamped_as_whole_exports(
 
 def test_stamped_cache_programs_generate_as_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORGE_LAYER_STAMPING", "1")
-    model = four_layers("llama-3.2-1b")
+    model = models.widened(four_layers("llama-3.2-1b"))
     lm = compile_lm(model, capacity=24, prompt_capacity=4)
     notes = lm.prefill.report.notes + lm.decode.report.notes
     assert sum("stamped from layer 2" in note for note in notes) == 2
