@@ -154,15 +154,20 @@ def _print_cache(rep: Any) -> None:
         print("compile cache: off (--no-cache)")
         return
     entry = rep.cache_entry[:12]
+    source = f"key from {rep.cache_key_from}"
     if rep.cache == "hit":
+        skipped = "import nor pipeline" if rep.export_seconds else "export, import nor pipeline"
         print(
             f"compile cache: hit, entry {entry} (key {rep.cache_key_seconds:.3f} s, "
-            f"load {rep.cache_load_seconds:.3f} s; no export, import nor pipeline)"
+            f"load {rep.cache_load_seconds:.3f} s; no {skipped}; {source})"
         )
+        return
+    if not rep.cache_stored:
+        print(f"compile cache: miss, nothing stored ({source})")
         return
     print(
         f"compile cache: miss, stored entry {entry} (key {rep.cache_key_seconds:.3f} s, "
-        f"store {rep.cache_store_seconds:.3f} s)"
+        f"store {rep.cache_store_seconds:.3f} s; {source})"
     )
 
 

@@ -65,7 +65,7 @@ from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import PRECISIONS
-from forge.frontend.capture import capture
+from forge.frontend.capture import Captured, capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.compile_cache import (
@@ -651,6 +651,12 @@ class CompileReport:
     `plan_summary` holds its figures), "miss" (compiled and stored) or "off"."""
     cache_entry: str = ""
     """The cache entry's key (its folder's name) when the cache was on."""
+    cache_key_from: str = ""
+    """What the key was computed from: "the model object", or "the captured program
+    (why the object did not prove it)" (`forge.runtime.cache_trust`)."""
+    cache_stored: bool = False
+    """A miss: whether the entry was stored (a folder that cannot be written, or an
+    entry over the limit, is not)."""
     cache_key_seconds: float = 0.0
     """Computing the cache key (weights fingerprint included)."""
     cache_load_seconds: float = 0.0
@@ -732,6 +738,7 @@ def compile_model(
     profile: str | None = None,
     cache: bool | CompileCache | None = None,
     dynamic_quantized: bool | None = None,
+    captured: Captured | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
@@ -745,7 +752,8 @@ def compile_model(
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
     `cache` (off by default; True: `forge.runtime.compile_cache`'s default folder) skips
     everything up to the NNFactory build when the same model, inputs and options were
-    compiled before, and lets OpenVINO load its compiled graphs.
+    compiled before, and lets OpenVINO load its compiled graphs. `captured` is
+    torch.export's capture of `model` when it was already made (the cache's key).
 
     When `model` is garbage-collected, the executor releases the model memory its
     graphs baked in (`CompiledNPUExecutor.release_weights`)."""
@@ -776,15 +784,25 @@ def compile_model(
             args,
             kwargs,
             options,
-            cold=lambda: compile_model(
-                model, args, kwargs, precision, granularity, profile, None, dynamic_quantized
+            capture=lambda: capture(model, tuple(args), example_kwargs=dict(kwargs or {})),
+            cold=lambda captured: compile_model(
+                model,
+                args,
+                kwargs,
+                precision,
+                granularity,
+                profile,
+                None,
+                dynamic_quantized,
+                captured=captured,
             ),
             warm=lambda hit: _from_cache(
                 model, hit, precision, granularity, dynamic_quantized, profile
             ),
         )
 
-    captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
+    if captured is None:
+        captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
     exported = captured.exported
     kinds = torch.export.graph_signature  # InputKind, OutputKind, ConstantArgument

@@ -127,14 +127,14 @@ Pair = tuple[Callable[[], Any], ...]
 # --------------------------------------------------------------------- the key
 
 
-def _version(distribution: str) -> str:
+def distribution_version(distribution: str) -> str:
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
 
 
-def _nnfactory_version() -> str:
+def nnfactory_build() -> str:
     """NNFactory is built here (scripts/build_nnfactory.sh) and has no package
     metadata: its native library's size and modification time identify the build."""
     spec = importlib.util.find_spec(PACKAGE)
@@ -164,10 +164,10 @@ def host_key() -> dict[str, str]:
     return {
         "cpu": cpu_model(),
         "cores": str(os.cpu_count() or 1),
-        "torch": _version("torch"),
-        "openvino": _version("openvino"),
-        "nnfactory": _nnfactory_version(),
-        "forge": _version("forge-ugc"),
+        "torch": distribution_version("torch"),
+        "openvino": distribution_version("openvino"),
+        "nnfactory": nnfactory_build(),
+        "forge": distribution_version("forge-ugc"),
         "suite": SUITE,
     }
 

@@ -3,6 +3,7 @@ change misses; a bad entry is rejected, noted and rebuilt; the folder stays priv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ import torch
 
 from forge.cli import main
 from forge.conversion import nnfactory_graph
-from forge.runtime import compile_cache, executor
+from forge.runtime import cache_key, cache_trust, executor
 from forge.runtime.compile_cache import MANIFEST, PROGRAM, CompileCache, cache_root
 from forge.runtime.executor import compile_model
 
@@ -117,26 +118,26 @@ def test_a_changed_library_version_misses(
 ) -> None:
     model = Tiny()
     _, first, _ = compiled(model)
-    versions = compile_cache.library_versions()
-    monkeypatch.setattr(
-        compile_cache, "library_versions", lambda: {**versions, "openvino": "2099.1"}
-    )
+    versions = cache_key.library_versions()
+    monkeypatch.setattr(cache_key, "library_versions", lambda: {**versions, "openvino": "2099.1"})
     _, second, _ = compiled(model)
     assert second.cache == "miss" and second.cache_entry != first.cache_entry
 
 
 def test_the_key_covers_code_and_inputs(root: Path) -> None:
     model = Tiny()
-    fields = compile_cache.program_fields(model, (X,), None, {})
-    other = compile_cache.program_fields(model, (torch.randn(3, 8),), None, {})
-    assert compile_cache.key_of(fields) != compile_cache.key_of(other)
-    assert compile_cache.key_of(fields) == compile_cache.key_of(
-        compile_cache.program_fields(model, (torch.zeros(2, 8),), None, {})
-    )  # input values are not part of the program
+
+    def key(args: tuple) -> dict:
+        return cache_key.program_fields(model, args, None, {}, cache_trust.model_fields(model))
+
+    fields = key((X,))
+    assert fields["key_from"] == "model object"
+    assert cache_key.key_of(fields) != cache_key.key_of(key((torch.randn(3, 8),)))
+    # input values are not part of the program
+    assert cache_key.key_of(fields) == cache_key.key_of(key((torch.zeros(2, 8),)))
     model.offset = model.offset + 1  # a plain tensor attribute
-    changed = compile_cache.program_fields(model, (X,), None, {})
-    assert changed["weights"] != fields["weights"]
-    assert set(compile_cache.host_key()) >= {"cpu", "cores"}
+    assert key((X,))["weights"] != fields["weights"]
+    assert set(cache_key.host_key()) >= {"cpu", "cores"}
 
 
 def _rebuilt(root: Path, capsys: pytest.CaptureFixture, damage: Any, reason: str) -> None:
@@ -180,7 +181,7 @@ def test_unreadable_manifest_is_rebuilt(root: Path, capsys: pytest.CaptureFixtur
     def damage(entry: Path) -> None:
         (entry / MANIFEST).write_text("{not json")
 
-    _rebuilt(root, capsys, damage, "unreadable (its manifest is not JSON)")
+    _rebuilt(root, capsys, damage, "invalid (manifest.json is not JSON)")
 
 
 def test_truncated_blob_is_rebuilt(root: Path, capsys: pytest.CaptureFixture) -> None:
@@ -227,15 +228,20 @@ def test_consistently_forged_ir_is_rejected_by_the_parser(
     """File and manifest rewritten together: the IR still has to parse and verify."""
 
     def damage(entry: Path) -> None:
-        (entry / PROGRAM).write_text('"builtin.module"() ({ %0 = "npu.bogus"() : () -> i32 })')
-        manifest = json.loads((entry / MANIFEST).read_text())
-        manifest["files"][PROGRAM] = {
-            "bytes": (entry / PROGRAM).stat().st_size,
-            "sha256": compile_cache._sha256_file(entry / PROGRAM),
-        }
-        (entry / MANIFEST).write_text(json.dumps(manifest))
+        forge_file(entry, PROGRAM, '"builtin.module"() ({ %0 = "npu.bogus"() : () -> i32 })')
 
-    _rebuilt(root, capsys, damage, "unreadable (ParseError in its IR or metadata)")
+    _rebuilt(root, capsys, damage, "unreadable (ParseError in its IR)")
+
+
+def forge_file(entry: Path, name: str, text: str) -> None:
+    """Rewrite `name` and its manifest row together (a consistently forged entry)."""
+    (entry / name).write_text(text)
+    manifest = json.loads((entry / MANIFEST).read_text())
+    manifest["files"][name] = {
+        "bytes": (entry / name).stat().st_size,
+        "sha256": hashlib.sha256((entry / name).read_bytes()).hexdigest(),
+    }
+    (entry / MANIFEST).write_text(json.dumps(manifest))
 
 
 def test_folders_are_private(root: Path) -> None:
