@@ -156,6 +156,7 @@ class _Rule:
         self.configs: set[str] = set()
         self.attributes: list[Any] = []
         self._followed: set[int] = set()
+        self._walked: set[type] = set()
 
     def walk(self, model: torch.nn.Module) -> None:
         hooks = torch.nn.modules.module
@@ -190,10 +191,12 @@ class _Rule:
 
     def _class(self, cls: type) -> None:
         name = f"{cls.__module__}.{cls.__qualname__}"
-        if name in self.classes:
+        if cls in self._walked:
             return
+        self._walked.add(cls)
         home = _module_origin(cls.__module__)
-        self.classes[name] = home
+        if self.classes.setdefault(name, home) != home:
+            raise Unproven(f"two classes {name} come from different files")
         plain_file = home.startswith("sha256:")
         for attribute, value in vars(cls).items():
             functions = list(_functions(value))
@@ -223,6 +226,10 @@ class _Rule:
         where = f"{cls.__qualname__}.{attribute}"
         home = self.classes[f"{cls.__module__}.{cls.__qualname__}"]
         layers = [(layer, _layer_origin(cls, layer)) for layer in _layers(function)]
+        self.values[f"{cls.__module__}.{where}"] = [
+            f"{layer.__module__}.{layer.__qualname__}:{layer.__code__.co_firstlineno}"
+            for layer, _ in layers
+        ]  # which function: a plain file's own functions may be swapped for each other
         plain_files = [(layer, found) for layer, found in layers if found.startswith("sha256:")]
         if not follow and plain_files:
             replaced = plain_files[0][0]
