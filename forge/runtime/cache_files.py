@@ -5,6 +5,7 @@ fails raises `Rejected`, whose message completes "entry <id> was ..."."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -30,6 +31,8 @@ def _open_regular(path: Path) -> tuple[int, int]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Rejected(f"invalid ({path.name} is a symlink)") from None
         raise Rejected(f"unreadable ({path.name}: {e.strerror or e})") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
@@ -44,6 +47,8 @@ def regular_size(path: Path) -> int:
         info = path.lstat()
     except OSError as e:
         raise Rejected(f"unreadable ({path.name}: {e.strerror or e})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise Rejected(f"invalid ({path.name} is a symlink)")
     if not stat.S_ISREG(info.st_mode):
         raise Rejected(f"invalid ({path.name} is not a regular file)")
     return info.st_size

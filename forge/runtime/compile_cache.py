@@ -333,10 +333,12 @@ class CompileCache:
     def lookup(self, key: str, model: torch.nn.Module) -> CachedProgram | None:
         """The verified entry for `key`, or None (a bad entry is removed, with a note)."""
         path = self.entry_path(key)
-        if not _is_folder(path):
-            return None
         start = time.perf_counter()
         try:
+            if not _is_folder(path):
+                if not path.is_symlink() and not path.exists():
+                    return None
+                raise Rejected("invalid (not a folder)")
             hit = self._verified(key, path, model)
         except Rejected as e:
             self.remove(path)
@@ -599,7 +601,13 @@ class CompileCache:
 
     @staticmethod
     def remove(path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
+        """Remove an entry: a folder with what it holds, or whatever else is there (a
+        symlink is removed, not followed)."""
+        if _is_folder(path):
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _du(path: Path) -> int:

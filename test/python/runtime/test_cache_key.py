@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from forge.conversion import nnfactory_graph
 from forge.devtools.numerics import tolerance_for
 from forge.frontend import models
-from forge.runtime import executor
 from forge.runtime.cache_trust import model_fields
 from forge.runtime.executor import compile_model
 
@@ -108,20 +107,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     nnfactory_graph.clear_cache()
     yield tmp_path / "forge" / "compile"
     nnfactory_graph.clear_cache()
-
-
-@pytest.fixture
-def captures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every torch.export capture compile_model makes."""
-    calls: list[Any] = []
-    original = executor.capture
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(executor, "capture", counting)
-    return calls
 
 
 def compiled(model: torch.nn.Module) -> Any:
