@@ -76,6 +76,7 @@ from forge.runtime.compile_cache import (
     open_cache,
 )
 from forge.runtime.host_profile import load_host_profile
+from forge.runtime.input_contract import input_contract
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
@@ -195,6 +196,8 @@ class CompiledNPUExecutor:
         self.granularity = granularity
         self.num_inputs = num_inputs
         self.input_names = names[:num_inputs]
+        self.contract = input_contract(function, num_inputs)
+        """What every call must pass (shapes, dtypes, ids inside their tables)."""
         self.segments: list[Segment] = []
         self.fallback_ops = 0
         self.notes: list[str] = []
@@ -513,8 +516,7 @@ class CompiledNPUExecutor:
         return sum(a.device != b.device for a, b in itertools.pairwise(self._steps))
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if len(inputs) != self.num_inputs:
-            raise ForgeError(f"expected {self.num_inputs} inputs, got {len(inputs)}")
+        self.contract.check(inputs)
         env = self._template.copy()
         env[: self.num_inputs] = inputs
         stats = ExecutionStats(calls=1)
