@@ -45,7 +45,14 @@ from typing import Any
 
 import torch
 
-from forge.runtime.cache_key import SOURCE_DIRS, SOURCE_ROOT, NotPlain, as_json, digest
+from forge.runtime.cache_key import (
+    SOURCE_DIRS,
+    SOURCE_ROOT,
+    NotPlain,
+    as_json,
+    digest,
+    tensor_fingerprint,
+)
 
 CONFIG_CLASSES = ("PretrainedConfig", "PreTrainedConfig", "GenerationConfig")
 """transformers' configuration classes (by name: transformers need not be imported):
@@ -57,6 +64,12 @@ GLOBAL_HOOKS = (
     "_global_backward_hooks",
     "_global_backward_pre_hooks",
 )
+
+
+REBOUND = "cache_key_rebound"
+"""A Forge class's declaration: names of attributes whose tensors its forward rebinds
+before reading any (StaticCacheLM's cache object: the program reads the wrapper's
+buffers), so the key holds their shapes and dtypes, not their values."""
 
 
 class Unproven(Exception):
@@ -157,37 +170,71 @@ class _Rule:
         self.attributes: list[Any] = []
         self._followed: set[int] = set()
         self._walked: set[type] = set()
+        self._held: set[int] = set()
+        self._state: set[int] = set()
+        """The model's parameters and buffers (fingerprinted with the weights), by id."""
 
     def walk(self, model: torch.nn.Module) -> None:
+        self._state = {id(t) for t in model.state_dict(keep_vars=True).values()}
         hooks = torch.nn.modules.module
         if any(getattr(hooks, name, None) for name in GLOBAL_HOOKS):
             raise Unproven("a global module hook is registered")
+        self._modules(model, type(model).__name__, "")
+
+    def _modules(self, root: torch.nn.Module, label: str, prefix: str) -> None:
+        """`root` and its submodules: hooks, classes and attributes."""
         internal = _torch_internal()
-        for path, module in model.named_modules(remove_duplicate=False):
-            where = path or type(model).__name__
+        for path, module in root.named_modules(remove_duplicate=False, prefix=prefix):
+            where = path or label
             if any(getattr(module, name, None) for name in HOOKS):
                 raise Unproven(f"{where} has a hook")
             for cls in type(module).__mro__[:-1]:
                 self._class(cls)
+            rebound = _rebound(type(module))
             own = {}
             for name, value in sorted(vars(module).items()):
                 if name not in internal:
-                    own[name] = self._attribute(f"{where}.{name}", value)
-            self.attributes.append([path, own])
+                    own[name] = self._attribute(f"{where}.{name}", value, 0, name not in rebound)
+            self.attributes.append([where, own])
 
-    def _attribute(self, where: str, value: Any) -> Any:
+    def _attribute(self, where: str, value: Any, depth: int = 0, values: bool = True) -> Any:
+        """How the key holds one attribute's value, or `Unproven`. `values`: False for
+        an attribute whose tensors forward rebinds before reading (`REBOUND`)."""
         if isinstance(value, torch.Tensor):
-            return "tensor"  # fingerprinted with the weights
+            if id(value) in self._state:
+                return "tensor"  # fingerprinted with the weights
+            described = ["tensor", list(value.shape), str(value.dtype)]
+            return [*described, tensor_fingerprint(value)] if values else described
         if type(value).__name__ in CONFIG_CLASSES or _is_config(value):
             self._class(type(value))
             text = repr(value) + repr(getattr(value, "_attn_implementation", None))
             self.configs.add(text)
             return "config"
+        if isinstance(value, torch.nn.Module):  # held, not registered (a table of kernels)
+            if next(iter(value.state_dict(keep_vars=True).values()), None) is not None:
+                raise Unproven(f"{where} holds tensors outside the model's state")
+            if id(value) not in self._held:
+                self._held.add(id(value))
+                self._modules(value, where, where)
+            return "module"
         try:
             return as_json(value)
         except NotPlain:
-            kind = "function" if callable(value) else type(value).__qualname__
-            raise Unproven(f"{where} is a {kind}") from None
+            pass
+        if depth >= 6:
+            raise Unproven(f"{where} nests too deep")
+        if isinstance(value, list | tuple):
+            items = list(enumerate(value))
+            return [self._attribute(f"{where}[{i}]", v, depth + 1, values) for i, v in items]
+        if isinstance(value, dict) and all(isinstance(k, str | int) for k in value):
+            items = sorted((repr(k), v) for k, v in value.items())
+            return {k: self._attribute(f"{where}[{k}]", v, depth + 1, values) for k, v in items}
+        if _library_state(value):  # a library's object of plain state (a KV cache)
+            self._class(type(value))
+            items = sorted(vars(value).items())
+            return {k: self._attribute(f"{where}.{k}", v, depth + 1, values) for k, v in items}
+        kind = "function" if callable(value) else type(value).__qualname__
+        raise Unproven(f"{where} is a {kind}")
 
     def _class(self, cls: type) -> None:
         name = f"{cls.__module__}.{cls.__qualname__}"
@@ -299,6 +346,31 @@ def _torch_internal() -> frozenset[str]:
     """torch.nn.Module's own bookkeeping (parameters, buffers, submodules, hooks,
     `training`): keyed elsewhere or checked for hooks."""
     return frozenset(vars(torch.nn.Module()))
+
+
+def _rebound(cls: type) -> tuple[str, ...]:
+    """The attributes a Forge class declares its forward rebinds every tensor of before
+    reading any (`REBOUND`): only Forge's own classes, whose sources the key digests,
+    may declare it."""
+    try:
+        forge = _module_origin(cls.__module__) == "forge"
+    except Unproven:
+        return ()
+    return tuple(getattr(cls, REBOUND, ())) if forge else ()
+
+
+def _library_state(value: Any) -> bool:
+    """Whether `value` is an object of a library's class (its code keyed by version)
+    whose behaviour is its attributes: no callable among them."""
+    state = getattr(value, "__dict__", None)
+    if not isinstance(state, dict) or isinstance(value, type | types.ModuleType):
+        return False
+    try:
+        if _module_origin(type(value).__module__).startswith("sha256:"):
+            return False
+    except Unproven:
+        return False
+    return not any(callable(v) and not isinstance(v, torch.Tensor) for v in state.values())
 
 
 def _is_config(value: Any) -> bool:

@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ import torch.nn.functional as F
 from forge.conversion import nnfactory_graph
 from forge.devtools.numerics import tolerance_for
 from forge.frontend import models
+from forge.frontend.static_cache import StaticCacheLM
 from forge.runtime.cache_trust import model_fields
 from forge.runtime.executor import compile_model
+from forge.runtime.generate import compile_lm
 
 X = torch.randn(2, 8, generator=torch.Generator().manual_seed(3))
 
@@ -234,3 +237,30 @@ def test_a_changed_module_global(cache: Path, monkeypatch: pytest.MonkeyPatch) -
 
     report = second_misses(Global(), rebound)
     assert report.cache_key_from == "the model object"
+
+
+def test_generation_programs_hit_from_the_model_object(cache: Path) -> None:
+    """Forge's StaticCacheLM keys from the model object, and the first program's export
+    (which leaves its traces in the cache object) does not change the second's key."""
+    reports = []
+    for _ in range(2):
+        nnfactory_graph.clear_cache()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lm = compile_lm(models.build_model("gpt2", tiny=True), cache=True, capacity=32)
+        reports.append([lm.prefill.report, lm.decode.report])
+    assert [r.cache for r in reports[0]] == ["miss", "miss"]
+    assert [r.cache for r in reports[1]] == ["hit", "hit"]
+    assert {r.cache_key_from for r in reports[1]} == {"the model object"}
+
+
+@pytest.mark.parametrize("name", list(models.SPECS))
+def test_built_in_models_key_from_the_model_object(name: str) -> None:
+    """transformers' classes (keyed by version), their kernel tables (held modules) and
+    caches (a library's objects of plain state) qualify for the fast path."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = models.build_model(name, tiny=True)
+        wrapper = StaticCacheLM(model, 32)
+    assert isinstance(model_fields(model), dict)
+    assert isinstance(model_fields(wrapper), dict)
