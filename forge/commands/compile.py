@@ -53,7 +53,7 @@ def run(ns: argparse.Namespace) -> int:
 
     from forge.devtools.numerics import agreement, eager_outputs, random_like, worst
     from forge.frontend.loading import load_model, ordered_inputs
-    from forge.runtime.compile_cache import plan_summary
+    from forge.runtime.cache_files import plan_summary
     from forge.runtime.executor import compile_model
 
     if ns.runs < 1:

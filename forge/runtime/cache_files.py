@@ -13,6 +13,18 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import torch
+from torch.utils._pytree import treespec_dumps
+from xdsl.dialects.builtin import TensorType
+
+from forge.diagnostics import ForgeError
+from forge.dialects import dtypes
+from forge.frontend.capture import resolve_tied_weights
+from forge.frontend.importer import valid_name
+from forge.runtime.cache_key import plain
+
+MANIFEST = "manifest.json"
+
 MANIFEST_LIMIT = 4 << 20
 """A manifest is a few KB (the key's fields and one row per file)."""
 META_LIMIT = 16 << 20
@@ -182,3 +194,135 @@ def checked_meta(meta: Any) -> dict[str, Any]:
     if problem:
         raise Rejected(f"invalid ({problem})")
     return meta
+
+
+# ------------------------------------------------------------------------ writing
+
+
+class NotCacheable(ForgeError):
+    """The compile cannot be stored (a pytree spec or constant JSON cannot hold)."""
+
+
+def file_row(path: Path) -> dict[str, Any]:
+    size = regular_size(path)
+    return {"bytes": size, "sha256": sha256_of(path, size)}
+
+
+def write_json(path: Path, value: Any) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+    os.replace(temporary, path)
+
+
+def files_of(folder: Path) -> list[str]:
+    """Every file under `folder` but the manifest, as relative POSIX paths."""
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if not p.is_dir() or p.is_symlink()
+        if p.name != MANIFEST
+    )
+
+
+def json_constant(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def regular_bytes(path: Path) -> int:
+    sizes = (p.lstat() for p in path.rglob("*"))
+    return sum(s.st_size for s in sizes if stat.S_ISREG(s.st_mode))
+
+
+def fits(type_: Any, tensor: torch.Tensor) -> bool:
+    if not isinstance(type_, TensorType):
+        return False
+    element = dtypes.DTYPES.get(tensor.dtype)
+    return element == type_.element_type and list(type_.get_shape()) == list(tensor.shape)
+
+
+def describe(
+    executor: Any, report: Any, model: torch.nn.Module
+) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
+    """`meta.json` for a compiled executor, the lifted constants to store beside it,
+    and the entry's `label`.
+
+    Each weight argument is either a model tensor, found by its canonical name (as the
+    importer named it), or a constant torch.export lifted out of the code."""
+    canonical = {valid_name(c): c for c in set(resolve_tied_weights(model).values())}
+    args = executor.function.body.block.args
+    weights: dict[str, list[str]] = {}
+    constants: dict[str, torch.Tensor] = {}
+    for index in range(executor.num_inputs, len(args)):
+        name = args[index].name_hint or ""
+        if name in canonical:
+            weights[name] = ["state", canonical[name]]
+        else:
+            weights[name] = ["constant", name]
+            constants[name] = executor._template[index].detach()
+    for side, values in (("input", report.input_constants), ("output", report.output_constants)):
+        bad = [v for v in values.values() if not json_constant(v)]
+        if bad:
+            raise NotCacheable(f"the {side} constant {bad[0]!r} has no JSON form")
+    try:
+        in_spec, out_spec = treespec_dumps(report.in_spec), treespec_dumps(report.out_spec)
+    except Exception as e:  # torch raises several kinds for unregistered types
+        raise NotCacheable(f"torch.export's pytree spec has no JSON form: {e}") from e
+    own = set(executor.notes)
+    meta = {
+        "num_inputs": executor.num_inputs,
+        "input_names": list(report.input_names),
+        "precision": executor.precision,
+        "weights": weights,
+        "in_spec": in_spec,
+        "out_spec": out_spec,
+        "input_constants": {str(k): v for k, v in report.input_constants.items()},
+        "output_constants": {str(k): v for k, v in report.output_constants.items()},
+        "notes": [n for n in report.notes if n not in own],
+        "summary": report.plan_summary or plan_summary(report.plan),
+    }
+    return meta, constants, label(model, executor)
+
+
+def label(model: torch.nn.Module, executor: Any) -> str:
+    """What `forge cache ls` calls an entry: the model's class (and the wrapped model's,
+    for a wrapper such as generation's StaticCacheLM) and the input shapes."""
+    name = type(model).__name__
+    inner = getattr(model, "model", None)
+    if isinstance(inner, torch.nn.Module):
+        name += f"[{type(inner).__name__}]"
+    args = executor.function.body.block.args[: executor.num_inputs]
+    shapes = [
+        "x".join(map(str, a.type.get_shape())) or "scalar"
+        for a in args
+        if isinstance(a.type, TensorType)
+    ]
+    return f"{name} ({', '.join(shapes)})"
+
+
+def plan_summary(plan: Any) -> dict[str, Any]:
+    """The plan's figures `forge compile` prints, as JSON (a hit has no PlanReport)."""
+    if plan is None:
+        return {}
+    summary: dict[str, Any] = {"phase2": plan.optimize.format()}
+    if plan.placement is not None:
+        measured = getattr(plan.placement, "measured", None) or {}
+        summary["placement"] = {
+            "npu_ops": plan.placement.npu_ops,
+            "cpu_ops": plan.placement.cpu_ops,
+            "measured": {str(k): plain(v) for k, v in dict(measured).items()},
+        }
+    if plan.schedule is not None:
+        summary["transitions"] = [plan.schedule.transitions_before, plan.schedule.transitions_after]
+    a = plan.allocation
+    if a is not None:
+        summary["allocation"] = {
+            "vregs": a.vregs,
+            "allocated_values": a.allocated_values,
+            "buffers": a.buffers,
+            "rho_buf": a.rho_buf,
+            "planned_bytes": a.planned_bytes,
+            "lower_bound_bytes": a.lower_bound_bytes,
+            "ratio": a.ratio,
+        }
+    return summary

@@ -39,7 +39,6 @@ never see half an entry; the total is kept under `FORGE_CACHE_MAX_BYTES` (defaul
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -53,29 +52,35 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._pytree import treespec_dumps, treespec_loads
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from torch.utils._pytree import treespec_loads
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
 from forge.collector import collector_paused
 from forge.diagnostics import ForgeError
-from forge.dialects import dtypes
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.capture import resolve_tied_weights
-from forge.frontend.importer import valid_name
 from forge.runtime.cache_files import (
+    MANIFEST,
     MANIFEST_LIMIT,
     META_LIMIT,
     PROGRAM_LIMIT,
+    NotCacheable,
     Rejected,
     checked_manifest,
     checked_meta,
+    describe,
+    file_row,
+    files_of,
+    fits,
     load_json,
     read_capped,
+    regular_bytes,
     regular_size,
     sha256_of,
+    write_json,
 )
-from forge.runtime.cache_key import FORMAT, captured_fields, key_of, plain, program_fields
+from forge.runtime.cache_key import FORMAT, captured_fields, key_of, program_fields
 from forge.runtime.cache_trust import model_fields
 
 DIR_ENV = "FORGE_CACHE_DIR"
@@ -92,7 +97,6 @@ costing 500 MB of disk per program, a second of writing on a miss and a checksum
 every hit (docs/compile-cache.md)."""
 OV_ENV = "NNFACTORY_CACHE_DIR"
 """Read by NNFactory's C++ at every graph compile (scripts/build_nnfactory.sh)."""
-MANIFEST = "manifest.json"
 PROGRAM = "program.mlir"
 META = "meta.json"
 CONSTANTS = "constants.safetensors"
@@ -100,10 +104,6 @@ OV_DIR = "ov"
 BACKGROUND_BYTES = 16 << 20
 """Files at least this big are checksummed in a thread while the IR parses."""
 STAGING_PREFIX = ".tmp-"
-
-
-class NotCacheable(ForgeError):
-    """The compile cannot be stored (a pytree spec or constant JSON cannot hold)."""
 
 
 def note(message: str) -> None:
@@ -274,32 +274,6 @@ def _parsed(path: Path) -> ModuleOp:
         raise Rejected(f"unreadable ({type(e).__name__} in its IR)") from e
 
 
-def _file_row(path: Path) -> dict[str, Any]:
-    size = regular_size(path)
-    return {"bytes": size, "sha256": sha256_of(path, size)}
-
-
-def _write_json(path: Path, value: Any) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
-    os.replace(temporary, path)
-
-
-def _files_of(folder: Path) -> list[str]:
-    """Every file under `folder` but the manifest, as relative POSIX paths."""
-    return sorted(
-        p.relative_to(folder).as_posix()
-        for p in folder.rglob("*")
-        if not p.is_dir() or p.is_symlink()
-        if p.name != MANIFEST
-    )
-
-
-def _json_constant(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float | str)
-
-
 class CompileCache:
     """Entries under `root` (default `cache_root()`), at most `max_bytes` in total."""
 
@@ -352,7 +326,7 @@ class CompileCache:
         if manifest["key"] != key or key_of(manifest["fields"]) != key:
             raise Rejected("stored under another key")
         files: dict[str, Any] = manifest["files"]
-        present = _files_of(path)
+        present = files_of(path)
         missing = sorted(set(files) - set(present))
         if missing:
             raise Rejected(f"missing {missing[0]}")
@@ -422,7 +396,7 @@ class CompileCache:
                 tensor = stored[name]
             else:
                 raise Rejected(f"not matching the model (no tensor for argument %{name})")
-            if not _fits(arg.type, tensor):
+            if not fits(arg.type, tensor):
                 raise Rejected(f"not matching the model (%{name} is not {arg.type})")
             weights[name] = tensor
         return weights
@@ -481,13 +455,13 @@ class CompileCache:
         with open(os.open(staging / PROGRAM, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             Printer(stream=f).print_op(module)
             f.write("\n")
-        _write_json(staging / META, meta)
+        write_json(staging / META, meta)
         if constants:
             from safetensors.torch import save_file
 
             save_file({k: v.contiguous() for k, v in constants.items()}, staging / CONSTANTS)
             os.chmod(staging / CONSTANTS, 0o600)
-        files = {name: _file_row(staging / name) for name in _files_of(staging)}
+        files = {name: file_row(staging / name) for name in files_of(staging)}
         total = sum(f["bytes"] for f in files.values())
         if total > self.max_bytes:
             self.remove(staging)
@@ -506,7 +480,7 @@ class CompileCache:
             "files": files,
             "bytes": total,
         }
-        _write_json(staging / MANIFEST, manifest)
+        write_json(staging / MANIFEST, manifest)
         target = self.entry_path(key)
         try:
             os.rename(staging, target)
@@ -524,16 +498,16 @@ class CompileCache:
         try:
             manifest = checked_manifest(load_json(manifest_path, MANIFEST_LIMIT), FORMAT)
             files: dict[str, Any] = manifest["files"]
-            new = [n for n in _files_of(hit.path) if n not in files]
+            new = [n for n in files_of(hit.path) if n not in files]
             if new:
                 for name in [n for n in files if n.startswith(f"{OV_DIR}/")]:
                     with contextlib.suppress(OSError):
                         (hit.path / name).unlink()
                     del files[name]
-                files.update({name: _file_row(hit.path / name) for name in new})
+                files.update({name: file_row(hit.path / name) for name in new})
                 manifest["bytes"] = sum(f["bytes"] for f in files.values())
             manifest["last_used"] = time.time()
-            _write_json(manifest_path, manifest)
+            write_json(manifest_path, manifest)
         except (OSError, Rejected):
             return
 
@@ -561,7 +535,9 @@ class CompileCache:
                     )
                 )
             except (OSError, Rejected):
-                found.append(EntryInfo(path.name, path, "(unreadable)", _du(path), 0.0, 0.0))
+                found.append(
+                    EntryInfo(path.name, path, "(unreadable)", regular_bytes(path), 0.0, 0.0)
+                )
         return sorted(found, key=lambda e: e.last_used)
 
     def total_bytes(self) -> int:
@@ -608,105 +584,6 @@ class CompileCache:
             return
         with contextlib.suppress(OSError):
             path.unlink()
-
-
-def _du(path: Path) -> int:
-    sizes = (p.lstat() for p in path.rglob("*"))
-    return sum(s.st_size for s in sizes if stat.S_ISREG(s.st_mode))
-
-
-def _fits(type_: Any, tensor: torch.Tensor) -> bool:
-    if not isinstance(type_, TensorType):
-        return False
-    element = dtypes.DTYPES.get(tensor.dtype)
-    return element == type_.element_type and list(type_.get_shape()) == list(tensor.shape)
-
-
-def describe(
-    executor: Any, report: Any, model: torch.nn.Module
-) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
-    """`meta.json` for a compiled executor, the lifted constants to store beside it,
-    and the entry's `label`.
-
-    Each weight argument is either a model tensor, found by its canonical name (as the
-    importer named it), or a constant torch.export lifted out of the code."""
-    canonical = {valid_name(c): c for c in set(resolve_tied_weights(model).values())}
-    args = executor.function.body.block.args
-    weights: dict[str, list[str]] = {}
-    constants: dict[str, torch.Tensor] = {}
-    for index in range(executor.num_inputs, len(args)):
-        name = args[index].name_hint or ""
-        if name in canonical:
-            weights[name] = ["state", canonical[name]]
-        else:
-            weights[name] = ["constant", name]
-            constants[name] = executor._template[index].detach()
-    for side, values in (("input", report.input_constants), ("output", report.output_constants)):
-        bad = [v for v in values.values() if not _json_constant(v)]
-        if bad:
-            raise NotCacheable(f"the {side} constant {bad[0]!r} has no JSON form")
-    try:
-        in_spec, out_spec = treespec_dumps(report.in_spec), treespec_dumps(report.out_spec)
-    except Exception as e:  # torch raises several kinds for unregistered types
-        raise NotCacheable(f"torch.export's pytree spec has no JSON form: {e}") from e
-    own = set(executor.notes)
-    meta = {
-        "num_inputs": executor.num_inputs,
-        "input_names": list(report.input_names),
-        "precision": executor.precision,
-        "weights": weights,
-        "in_spec": in_spec,
-        "out_spec": out_spec,
-        "input_constants": {str(k): v for k, v in report.input_constants.items()},
-        "output_constants": {str(k): v for k, v in report.output_constants.items()},
-        "notes": [n for n in report.notes if n not in own],
-        "summary": report.plan_summary or plan_summary(report.plan),
-    }
-    return meta, constants, label(model, executor)
-
-
-def label(model: torch.nn.Module, executor: Any) -> str:
-    """What `forge cache ls` calls an entry: the model's class (and the wrapped model's,
-    for a wrapper such as generation's StaticCacheLM) and the input shapes."""
-    name = type(model).__name__
-    inner = getattr(model, "model", None)
-    if isinstance(inner, torch.nn.Module):
-        name += f"[{type(inner).__name__}]"
-    args = executor.function.body.block.args[: executor.num_inputs]
-    shapes = [
-        "x".join(map(str, a.type.get_shape())) or "scalar"
-        for a in args
-        if isinstance(a.type, TensorType)
-    ]
-    return f"{name} ({', '.join(shapes)})"
-
-
-def plan_summary(plan: Any) -> dict[str, Any]:
-    """The plan's figures `forge compile` prints, as JSON (a hit has no PlanReport)."""
-    if plan is None:
-        return {}
-    summary: dict[str, Any] = {"phase2": plan.optimize.format()}
-    if plan.placement is not None:
-        measured = getattr(plan.placement, "measured", None) or {}
-        summary["placement"] = {
-            "npu_ops": plan.placement.npu_ops,
-            "cpu_ops": plan.placement.cpu_ops,
-            "measured": {str(k): plain(v) for k, v in dict(measured).items()},
-        }
-    if plan.schedule is not None:
-        summary["transitions"] = [plan.schedule.transitions_before, plan.schedule.transitions_after]
-    a = plan.allocation
-    if a is not None:
-        summary["allocation"] = {
-            "vregs": a.vregs,
-            "allocated_values": a.allocated_values,
-            "buffers": a.buffers,
-            "rho_buf": a.rho_buf,
-            "planned_bytes": a.planned_bytes,
-            "lower_bound_bytes": a.lower_bound_bytes,
-            "ratio": a.ratio,
-        }
-    return summary
 
 
 # ------------------------------------------------------------------------ compile

@@ -666,7 +666,7 @@ class CompileReport:
     cache_store_seconds: float = 0.0
     """A miss: writing the entry (checksums of OpenVINO's blobs included)."""
     plan_summary: dict[str, Any] | None = None
-    """On a hit, the stored figures of the plan (`compile_cache.plan_summary`)."""
+    """On a hit, the stored figures of the plan (`cache_files.plan_summary`)."""
     conversion_kernel_seconds: float = 0.0
     """CPU time in the kernel during the conversion (all threads): on a host where new
     memory is slow to touch (a VM whose free pages go back to the hypervisor), most of a
