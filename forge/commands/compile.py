@@ -71,7 +71,7 @@ def run(ns: argparse.Namespace) -> int:
         cache=not ns.no_cache,
         dynamic_quantized=weight_only_option(ns),
     )
-    _print_cache(rep)
+    _print_cache(rep, asked=not ns.no_cache)
     # A cache hit ran no pipeline: its figures are the ones stored with the entry.
     summary = rep.plan_summary if rep.plan is None else plan_summary(rep.plan)
     p, a = summary["placement"], summary["allocation"]
@@ -148,10 +148,11 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _print_cache(rep: Any) -> None:
-    """One line: what the compile cache did."""
+def _print_cache(rep: Any, asked: bool) -> None:
+    """One line: what the compile cache did (`asked`: it was not turned off)."""
     if rep.cache == "off":
-        print("compile cache: off (--no-cache)")
+        why = "its folder cannot be used: see the warning" if asked else "--no-cache"
+        print(f"compile cache: off ({why})")
         return
     entry = rep.cache_entry[:12]
     source = f"key from {rep.cache_key_from}"
