@@ -116,10 +116,26 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
 
 def origin(path: str | None) -> str:
     """How the key covers the code of the source file `path`: "python", "forge",
-    "name==version" (an installed distribution) or "sha256:<digest>" (a plain file);
-    `Unproven` when there is no file."""
+    "name==version" (an installed distribution) or "sha256:<digest>" (a plain file,
+    re-read when its size or modification time changes); `Unproven` when there is no
+    file."""
+    keyed = _keyed_origin(path)
+    if keyed is not None:
+        return keyed
+    try:
+        info = os.stat(path or "")
+    except OSError:
+        raise Unproven(f"{path or 'some code'} is not a source file") from None
+    return _file_sha256(os.path.realpath(path or ""), info.st_size, info.st_mtime_ns)
+
+
+@cache
+def _keyed_origin(path: str | None) -> str | None:
+    """ "forge", "python" or "name==version" for a file whose version the key holds
+    (looked up once per file: a library is keyed by version, not by its files), else
+    None."""
     if not path or not os.path.isfile(path):
-        raise Unproven(f"{path or 'some code'} is not a source file")
+        return None
     real = os.path.realpath(path)
     if real.startswith(_forge_roots()):
         return "forge"
@@ -133,8 +149,7 @@ def origin(path: str | None) -> str:
             return found
     if real.startswith(_stdlib_roots()):
         return "python"
-    info = os.stat(real)
-    return _file_sha256(real, info.st_size, info.st_mtime_ns)
+    return None
 
 
 def _module_origin(name: str) -> str:
