@@ -431,6 +431,8 @@ def model_fields(model: torch.nn.Module) -> dict[str, Any] | str:
         rule.walk(model)
     except Unproven as e:
         return str(e)
+    except Exception as e:  # an exotic object the walk cannot read: capture it instead
+        return f"its objects could not be walked ({type(e).__name__})"
     return {
         "key_from": "model object",
         "classes": digest(rule.classes),
