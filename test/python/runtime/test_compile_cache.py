@@ -497,3 +497,18 @@ def test_a_bad_size_limit_is_one_line_naming_the_variable(
     assert main(["cache", "ls"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("forge: error: FORGE_CACHE_MAX_BYTES=") and "\n" not in err
+
+
+def test_listing_reads_no_fifo_nor_device(root: Path, capsys: pytest.CaptureFixture) -> None:
+    """`forge cache ls` and the eviction after every store list entries: a FIFO or
+    /dev/zero manifest is listed as unreadable, never read."""
+    _, first, _ = compiled(Tiny(seed=0))
+    _, second, _ = compiled(Tiny(seed=1))
+    (root / first.cache_entry / MANIFEST).unlink()
+    os.mkfifo(root / first.cache_entry / MANIFEST)
+    _dev_zero(root / second.cache_entry, MANIFEST)
+    capsys.readouterr()
+    assert main(["cache", "ls"]) == 0
+    assert capsys.readouterr().out.count("(unreadable)") == 2
+    _, third, _ = compiled(Tiny(seed=2))  # stores, then evicts over the listing
+    assert third.cache_stored
