@@ -181,6 +181,7 @@ def run(ns: argparse.Namespace) -> int:
     for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
         rep = program.report
         cached = "" if rep.cache == "off" else f", compile cache {rep.cache} {rep.cache_entry[:12]}"
+        cached += " (nothing stored)" if rep.cache == "miss" and not rep.cache_stored else ""
         print(
             f"compile {name}: {rep.total_seconds:.2f} s ({rep.segments} NNFactory segment(s), "
             f"{rep.fallback_ops} fallback op(s){cached})"

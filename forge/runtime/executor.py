@@ -649,8 +649,9 @@ class CompileReport:
     """Leaf index of `out_spec` -> the non-tensor value the model returns there (the
     executor returns tensors only)."""
     cache: str = "off"
-    """The compile cache: "hit" (no export, import nor pipeline ran: `plan` is None and
-    `plan_summary` holds its figures), "miss" (compiled and stored) or "off"."""
+    """The compile cache: "hit" (no import nor pipeline ran, nor the export when the key
+    came from the model object: `plan` is None and `plan_summary` holds its figures),
+    "miss" (compiled; `cache_stored` says whether the entry was stored) or "off"."""
     cache_entry: str = ""
     """The cache entry's key (its folder's name) when the cache was on."""
     cache_key_from: str = ""
