@@ -1,5 +1,6 @@
-"""A persistent compile cache: the second start of the same model skips torch.export,
-import and the pipeline, and OpenVINO loads its compiled graph instead of compiling it.
+"""A persistent compile cache: the second start of the same model skips the import and
+the pipeline (and torch.export, when the key comes from the model object), and
+OpenVINO may load its compiled graph instead of compiling it.
 
 Key: `cache_key.program_fields`, from the model object where `cache_trust` proves it
 determines the program, else from the program torch.export captured (the miss's compile
