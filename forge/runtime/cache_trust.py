@@ -380,6 +380,10 @@ def _library_state(value: Any) -> bool:
     state = getattr(value, "__dict__", None)
     if not isinstance(state, dict) or isinstance(value, type | types.ModuleType):
         return False
+    if callable(value) or any(  # behaviour or state beyond `__dict__` (a partial, slots)
+        set(getattr(c, "__slots__", ())) - {"__dict__", "__weakref__"} for c in type(value).__mro__
+    ):
+        return False
     try:
         if _module_origin(type(value).__module__).startswith("sha256:"):
             return False

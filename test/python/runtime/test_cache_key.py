@@ -5,6 +5,7 @@ misses (or is right), and both agree with eager within the fp32 rule."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import sys
 import types
@@ -140,6 +141,14 @@ def test_a_function_attribute_is_keyed_on_the_captured_program(cache: Path, capt
 
 def test_a_dataclass_option(cache: Path) -> None:
     second_misses(Scaled(Options(2.0)), lambda: Scaled(Options(3.0)))
+
+
+def test_a_partial_function_attribute(cache: Path) -> None:
+    report = second_misses(
+        Block(functools.partial(F.gelu, approximate="tanh")),
+        lambda: Block(functools.partial(F.gelu, approximate="none")),
+    )
+    assert report.cache_key_from == "the captured program (Block.act is a function)"
 
 
 def test_a_closure(cache: Path) -> None:
