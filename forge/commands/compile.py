@@ -55,7 +55,7 @@ def run(ns: argparse.Namespace) -> int:
     from forge.devtools.numerics import Sample, agreement, eager_outputs, random_args, worst
     from forge.frontend.loading import load_model, ordered_inputs
     from forge.runtime.agreement import FP32_LIMIT, judge_samples
-    from forge.runtime.compile_cache import plan_summary
+    from forge.runtime.cache_files import plan_summary
     from forge.runtime.executor import compile_model
 
     if ns.runs < 1:
@@ -73,7 +73,7 @@ def run(ns: argparse.Namespace) -> int:
         cache=not ns.no_cache,
         dynamic_quantized=weight_only_option(ns),
     )
-    _print_cache(rep)
+    _print_cache(rep, asked=not ns.no_cache)
     # A cache hit ran no pipeline: its figures are the ones stored with the entry.
     summary = rep.plan_summary if rep.plan is None else plan_summary(rep.plan)
     p, a = summary["placement"], summary["allocation"]
@@ -149,21 +149,27 @@ def run(ns: argparse.Namespace) -> int:
     return 0 if verdict.ok and state_ok else 1
 
 
-def _print_cache(rep: Any) -> None:
-    """One line: what the compile cache did."""
+def _print_cache(rep: Any, asked: bool) -> None:
+    """One line: what the compile cache did (`asked`: it was not turned off)."""
     if rep.cache == "off":
-        print("compile cache: off (--no-cache)")
+        why = "its folder cannot be used: see the warning" if asked else "--no-cache"
+        print(f"compile cache: off ({why})")
         return
     entry = rep.cache_entry[:12]
+    source = f"key from {rep.cache_key_from}"
     if rep.cache == "hit":
+        skipped = "import nor pipeline" if rep.export_seconds else "export, import nor pipeline"
         print(
             f"compile cache: hit, entry {entry} (key {rep.cache_key_seconds:.3f} s, "
-            f"load {rep.cache_load_seconds:.3f} s; no export, import nor pipeline)"
+            f"load {rep.cache_load_seconds:.3f} s; no {skipped}; {source})"
         )
+        return
+    if not rep.cache_stored:
+        print(f"compile cache: miss, nothing stored ({source})")
         return
     print(
         f"compile cache: miss, stored entry {entry} (key {rep.cache_key_seconds:.3f} s, "
-        f"store {rep.cache_store_seconds:.3f} s)"
+        f"store {rep.cache_store_seconds:.3f} s; {source})"
     )
 
 

@@ -143,6 +143,7 @@ def run(ns: argparse.Namespace) -> int:
     from forge.frontend.loading import load_model, tokenizer_of
     from forge.frontend.static_cache import check_causal_lm
     from forge.runtime.generate import check_prompt_length, compile_lm, sampler
+    from forge.runtime.input_contract import check_token_ids
 
     if ns.greedy and ns.temperature is not None:
         raise ForgeError("--greedy and --temperature exclude each other")
@@ -165,9 +166,7 @@ def run(ns: argparse.Namespace) -> int:
     vocab = int(model.config.vocab_size)
     prompt = _prompt_ids(ns, vocab, tokenizer)
     check_prompt_length(len(prompt), ns.capacity)
-    bad = [t for t in prompt if not 0 <= t < vocab]
-    if bad:
-        raise ForgeError(f"prompt id {bad[0]} is outside the vocabulary of {vocab}")
+    check_token_ids(prompt, vocab, "prompt id")
 
     print(
         f"compiling prefill ({ns.prompt_capacity} tokens) and decode (1 token), cache of "
@@ -188,6 +187,7 @@ def run(ns: argparse.Namespace) -> int:
     for name, program in (("prefill", lm.prefill), ("decode", lm.decode)):
         rep = program.report
         cached = "" if rep.cache == "off" else f", compile cache {rep.cache} {rep.cache_entry[:12]}"
+        cached += " (nothing stored)" if rep.cache == "miss" and not rep.cache_stored else ""
         print(
             f"compile {name}: {rep.total_seconds:.2f} s ({rep.segments} NNFactory segment(s), "
             f"{rep.fallback_ops} fallback op(s){cached})"

@@ -105,6 +105,11 @@ class StaticCacheLM(torch.nn.Module):
     """torch.export traces three layers of each program and the others are stamped
     from the third (forge.frontend.stamping); `layer_state` names what each writes."""
 
+    cache_key_rebound = ("static_cache",)
+    """forward points every tensor of the cache object at the wrapper's buffers or the
+    step's inputs before the model reads it, so the compile cache keys the object's own
+    tensors by shape and dtype, not by value (forge.runtime.cache_trust)."""
+
     writes_only_buffers = True
     """Its state changes are the caches' `index_copy_` and the length's `copy_`, in-place
     writes of whole buffers that capture makes functional in the graph

@@ -65,8 +65,9 @@ class ShapeCache:
         self.granularity = options.get("granularity", "segment")
         self.max_shapes = int(options.get("max_shapes", MAX_SHAPES))
         self.cache = options.get("cache", False)
-        """The compile cache (off unless options={"cache": True}): keyed on the graph's
-        code, the example inputs and the weights it holds, like any model."""
+        """The compile cache (off unless options={"cache": True}): a graph's generated
+        code is keyed on its capture (forge.runtime.cache_trust), with the example
+        inputs and the weights it holds, like any model."""
         self.check = bool(options.get("check", False))
         """Checking mode (options={"check": True}): every call also runs the graph
         eagerly and raises ForgeError when the compiled result fails the rule

@@ -65,7 +65,7 @@ from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import PRECISIONS
-from forge.frontend.capture import capture
+from forge.frontend.capture import Captured, capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.compile_cache import (
@@ -76,6 +76,7 @@ from forge.runtime.compile_cache import (
     open_cache,
 )
 from forge.runtime.host_profile import load_host_profile
+from forge.runtime.input_contract import input_contract
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
@@ -195,6 +196,8 @@ class CompiledNPUExecutor:
         self.granularity = granularity
         self.num_inputs = num_inputs
         self.input_names = names[:num_inputs]
+        self.contract = input_contract(function, num_inputs)
+        """What every call must pass (shapes, dtypes, ids inside their tables)."""
         self.segments: list[Segment] = []
         self.fallback_ops = 0
         self.notes: list[str] = []
@@ -513,8 +516,7 @@ class CompiledNPUExecutor:
         return sum(a.device != b.device for a, b in itertools.pairwise(self._steps))
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if len(inputs) != self.num_inputs:
-            raise ForgeError(f"expected {self.num_inputs} inputs, got {len(inputs)}")
+        self.contract.check(inputs)
         env = self._template.copy()
         env[: self.num_inputs] = inputs
         stats = ExecutionStats(calls=1)
@@ -647,10 +649,17 @@ class CompileReport:
     """Leaf index of `out_spec` -> the non-tensor value the model returns there (the
     executor returns tensors only)."""
     cache: str = "off"
-    """The compile cache: "hit" (no export, import nor pipeline ran: `plan` is None and
-    `plan_summary` holds its figures), "miss" (compiled and stored) or "off"."""
+    """The compile cache: "hit" (no import nor pipeline ran, nor the export when the key
+    came from the model object: `plan` is None and `plan_summary` holds its figures),
+    "miss" (compiled; `cache_stored` says whether the entry was stored) or "off"."""
     cache_entry: str = ""
     """The cache entry's key (its folder's name) when the cache was on."""
+    cache_key_from: str = ""
+    """What the key was computed from: "the model object", or "the captured program
+    (why the object did not prove it)" (`forge.runtime.cache_trust`)."""
+    cache_stored: bool = False
+    """A miss: whether the entry was stored (a folder that cannot be written, or an
+    entry over the limit, is not)."""
     cache_key_seconds: float = 0.0
     """Computing the cache key (weights fingerprint included)."""
     cache_load_seconds: float = 0.0
@@ -658,7 +667,7 @@ class CompileReport:
     cache_store_seconds: float = 0.0
     """A miss: writing the entry (checksums of OpenVINO's blobs included)."""
     plan_summary: dict[str, Any] | None = None
-    """On a hit, the stored figures of the plan (`compile_cache.plan_summary`)."""
+    """On a hit, the stored figures of the plan (`cache_files.plan_summary`)."""
     conversion_kernel_seconds: float = 0.0
     """CPU time in the kernel during the conversion (all threads): on a host where new
     memory is slow to touch (a VM whose free pages go back to the hypervisor), most of a
@@ -732,6 +741,7 @@ def compile_model(
     profile: str | None = None,
     cache: bool | CompileCache | None = None,
     dynamic_quantized: bool | None = None,
+    captured: Captured | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
@@ -745,7 +755,8 @@ def compile_model(
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
     `cache` (off by default; True: `forge.runtime.compile_cache`'s default folder) skips
     everything up to the NNFactory build when the same model, inputs and options were
-    compiled before, and lets OpenVINO load its compiled graphs.
+    compiled before, and lets OpenVINO load its compiled graphs. `captured` is
+    torch.export's capture of `model` when it was already made (the cache's key).
 
     When `model` is garbage-collected, the executor releases the model memory its
     graphs baked in (`CompiledNPUExecutor.release_weights`)."""
@@ -776,15 +787,25 @@ def compile_model(
             args,
             kwargs,
             options,
-            cold=lambda: compile_model(
-                model, args, kwargs, precision, granularity, profile, None, dynamic_quantized
+            capture=lambda: capture(model, tuple(args), example_kwargs=dict(kwargs or {})),
+            cold=lambda captured: compile_model(
+                model,
+                args,
+                kwargs,
+                precision,
+                granularity,
+                profile,
+                None,
+                dynamic_quantized,
+                captured=captured,
             ),
             warm=lambda hit: _from_cache(
                 model, hit, precision, granularity, dynamic_quantized, profile
             ),
         )
 
-    captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
+    if captured is None:
+        captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
     exported = captured.exported
     kinds = torch.export.graph_signature  # InputKind, OutputKind, ConstantArgument

@@ -25,6 +25,7 @@ profiles so their plans do not depend on the machine).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -32,6 +33,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -127,14 +129,14 @@ Pair = tuple[Callable[[], Any], ...]
 # --------------------------------------------------------------------- the key
 
 
-def _version(distribution: str) -> str:
+def distribution_version(distribution: str) -> str:
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
 
 
-def _nnfactory_version() -> str:
+def nnfactory_build() -> str:
     """NNFactory is built here (scripts/build_nnfactory.sh) and has no package
     metadata: its native library's size and modification time identify the build."""
     spec = importlib.util.find_spec(PACKAGE)
@@ -164,10 +166,10 @@ def host_key() -> dict[str, str]:
     return {
         "cpu": cpu_model(),
         "cores": str(os.cpu_count() or 1),
-        "torch": _version("torch"),
-        "openvino": _version("openvino"),
-        "nnfactory": _nnfactory_version(),
-        "forge": _version("forge-ugc"),
+        "torch": distribution_version("torch"),
+        "openvino": distribution_version("openvino"),
+        "nnfactory": nnfactory_build(),
+        "forge": distribution_version("forge-ugc"),
         "suite": SUITE,
     }
 
@@ -721,10 +723,27 @@ def load_host_profile(rebuild: bool = False) -> LoadedProfile:
             f"note: host profile {path} is unreadable ({reason}); measuring again", file=sys.stderr
         )
     data = build_profile()
-    _write(path, data)
+    path = _saved(path, data)
     return LoadedProfile(
         path, profile_from_json(data, str(path)), True, time.perf_counter() - start
     )
+
+
+def _saved(path: Path, data: dict[str, Any]) -> Path:
+    """Where the measured profile was written: `path`, or, when its folder cannot be
+    written, a temporary file this process removes at exit (with a note: a cache that
+    cannot be written must not fail the compile)."""
+    try:
+        _write(path, data)
+        return path
+    except (ForgeError, OSError) as e:
+        reason = str(e).removeprefix("error: ") if isinstance(e, ForgeError) else e.strerror
+    fd, name = tempfile.mkstemp(prefix="forge-host-profile-", suffix=".json")
+    with os.fdopen(fd, "w") as stream:
+        json.dump(data, stream, indent=1)
+    atexit.register(Path(name).unlink, missing_ok=True)
+    print(f"note: host profile not saved ({reason}); measured again next time", file=sys.stderr)
+    return Path(name)
 
 
 def format_profile(loaded: LoadedProfile) -> str:

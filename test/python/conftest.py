@@ -75,3 +75,19 @@ def load_tiny(name: str, seq: int = 16) -> TinyModel:
 @pytest.fixture
 def tiny() -> Callable[[str], TinyModel]:
     return load_tiny
+
+
+@pytest.fixture
+def captures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every torch.export capture compile_model makes."""
+    from forge.runtime import executor
+
+    calls: list[Any] = []
+    original = executor.capture
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "capture", counting)
+    return calls

@@ -3,6 +3,7 @@ change misses; a bad entry is rejected, noted and rebuilt; the folder stays priv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,7 +17,8 @@ import torch
 
 from forge.cli import main
 from forge.conversion import nnfactory_graph
-from forge.runtime import compile_cache, executor
+from forge.diagnostics import ForgeError
+from forge.runtime import cache_key, cache_trust
 from forge.runtime.compile_cache import MANIFEST, PROGRAM, CompileCache, cache_root
 from forge.runtime.executor import compile_model
 
@@ -48,20 +50,6 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     nnfactory_graph.clear_cache()
     yield tmp_path / "forge" / "compile"
     nnfactory_graph.clear_cache()
-
-
-@pytest.fixture
-def captures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every torch.export capture compile_model makes."""
-    calls: list[Any] = []
-    original = executor.capture
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(executor, "capture", counting)
-    return calls
 
 
 def compiled(model: torch.nn.Module, **options: Any) -> tuple[Any, Any, torch.Tensor]:
@@ -117,26 +105,26 @@ def test_a_changed_library_version_misses(
 ) -> None:
     model = Tiny()
     _, first, _ = compiled(model)
-    versions = compile_cache.library_versions()
-    monkeypatch.setattr(
-        compile_cache, "library_versions", lambda: {**versions, "openvino": "2099.1"}
-    )
+    versions = cache_key.library_versions()
+    monkeypatch.setattr(cache_key, "library_versions", lambda: {**versions, "openvino": "2099.1"})
     _, second, _ = compiled(model)
     assert second.cache == "miss" and second.cache_entry != first.cache_entry
 
 
 def test_the_key_covers_code_and_inputs(root: Path) -> None:
     model = Tiny()
-    fields = compile_cache.program_fields(model, (X,), None, {})
-    other = compile_cache.program_fields(model, (torch.randn(3, 8),), None, {})
-    assert compile_cache.key_of(fields) != compile_cache.key_of(other)
-    assert compile_cache.key_of(fields) == compile_cache.key_of(
-        compile_cache.program_fields(model, (torch.zeros(2, 8),), None, {})
-    )  # input values are not part of the program
+
+    def key(args: tuple) -> dict:
+        return cache_key.program_fields(model, args, None, {}, cache_trust.model_fields(model))
+
+    fields = key((X,))
+    assert fields["key_from"] == "model object"
+    assert cache_key.key_of(fields) != cache_key.key_of(key((torch.randn(3, 8),)))
+    # input values are not part of the program
+    assert cache_key.key_of(fields) == cache_key.key_of(key((torch.zeros(2, 8),)))
     model.offset = model.offset + 1  # a plain tensor attribute
-    changed = compile_cache.program_fields(model, (X,), None, {})
-    assert changed["weights"] != fields["weights"]
-    assert set(compile_cache.host_key()) >= {"cpu", "cores"}
+    assert key((X,))["weights"] != fields["weights"]
+    assert set(cache_key.host_key()) >= {"cpu", "cores"}
 
 
 def _rebuilt(root: Path, capsys: pytest.CaptureFixture, damage: Any, reason: str) -> None:
@@ -180,7 +168,7 @@ def test_unreadable_manifest_is_rebuilt(root: Path, capsys: pytest.CaptureFixtur
     def damage(entry: Path) -> None:
         (entry / MANIFEST).write_text("{not json")
 
-    _rebuilt(root, capsys, damage, "unreadable (its manifest is not JSON)")
+    _rebuilt(root, capsys, damage, "invalid (manifest.json is not JSON)")
 
 
 def test_truncated_blob_is_rebuilt(root: Path, capsys: pytest.CaptureFixture) -> None:
@@ -227,15 +215,20 @@ def test_consistently_forged_ir_is_rejected_by_the_parser(
     """File and manifest rewritten together: the IR still has to parse and verify."""
 
     def damage(entry: Path) -> None:
-        (entry / PROGRAM).write_text('"builtin.module"() ({ %0 = "npu.bogus"() : () -> i32 })')
-        manifest = json.loads((entry / MANIFEST).read_text())
-        manifest["files"][PROGRAM] = {
-            "bytes": (entry / PROGRAM).stat().st_size,
-            "sha256": compile_cache._sha256_file(entry / PROGRAM),
-        }
-        (entry / MANIFEST).write_text(json.dumps(manifest))
+        forge_file(entry, PROGRAM, '"builtin.module"() ({ %0 = "npu.bogus"() : () -> i32 })')
 
-    _rebuilt(root, capsys, damage, "unreadable (ParseError in its IR or metadata)")
+    _rebuilt(root, capsys, damage, "unreadable (ParseError in its IR)")
+
+
+def forge_file(entry: Path, name: str, text: str) -> None:
+    """Rewrite `name` and its manifest row together (a consistently forged entry)."""
+    (entry / name).write_text(text)
+    manifest = json.loads((entry / MANIFEST).read_text())
+    manifest["files"][name] = {
+        "bytes": (entry / name).stat().st_size,
+        "sha256": hashlib.sha256((entry / name).read_bytes()).hexdigest(),
+    }
+    (entry / MANIFEST).write_text(json.dumps(manifest))
 
 
 def test_folders_are_private(root: Path) -> None:
@@ -331,3 +324,191 @@ def test_blobs_are_off_on_the_cpu_plugin_by_default(
     assert list((root / first.cache_entry / "ov").iterdir()) == []
     _, second, out = compiled(Tiny())
     assert second.cache == "hit" and torch.equal(out, expected)
+
+
+# ----------------------------------------------------- a hostile or unusable cache
+
+
+def forge_meta(entry: Path, change: Any) -> None:
+    meta = json.loads((entry / "meta.json").read_text())
+    change(meta)
+    forge_file(entry, "meta.json", json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda m: m.pop("weights"), "invalid (meta.json has no 'weights')"),
+        (lambda m: m.update(num_inputs="1"), "invalid (meta.json.num_inputs is a str)"),
+        (lambda m: m.update(in_spec="[1, {garbage"), "invalid (meta.json: JSONDecodeError in"),
+        (lambda m: m["summary"].update(transitions=None), "summary.transitions is not a list"),
+    ],
+)
+def test_forged_metadata_is_rebuilt(
+    root: Path, capsys: pytest.CaptureFixture, change: Any, reason: str
+) -> None:
+    model = Tiny()
+    _, first, expected = compiled(model)
+    capsys.readouterr()
+    forge_meta(root / first.cache_entry, change)
+    _, second, out = compiled(model)
+    err = capsys.readouterr().err.strip()
+    assert second.cache == "miss" and torch.equal(out, expected)
+    assert err.startswith(f"forge: note: compile cache entry {first.cache_entry[:12]} was ")
+    assert reason in err and err.endswith("; rebuilt") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("files", "reason"),
+    [
+        (["program.mlir"], "invalid (manifest.files is not a map)"),
+        ({"program.mlir": 5}, "invalid (manifest.files.program.mlir is not a record)"),
+        ({"../x": {"bytes": 1, "sha256": ""}}, "invalid (the manifest names the file '../x')"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_rebuilt(
+    root: Path, capsys: pytest.CaptureFixture, files: Any, reason: str
+) -> None:
+    def damage(entry: Path) -> None:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        (entry / MANIFEST).write_text(json.dumps({**manifest, "files": files}))
+
+    _rebuilt(root, capsys, damage, reason)
+
+
+def _dev_zero(entry: Path, name: str) -> None:
+    (entry / name).unlink()
+    (entry / name).symlink_to("/dev/zero")
+
+
+def _zero_device(entry: Path) -> None:
+    """The manifest replaced by a device node that reads as /dev/zero (root only)."""
+    (entry / MANIFEST).unlink()
+    try:
+        os.mknod(entry / MANIFEST, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda e: _dev_zero(e, MANIFEST), "invalid (manifest.json is a symlink)"),
+        (lambda e: _dev_zero(e, PROGRAM), "invalid (program.mlir is a symlink)"),
+        (_zero_device, "invalid (manifest.json is not a regular file)"),
+        (
+            lambda e: ((e / MANIFEST).unlink(), os.mkfifo(e / MANIFEST)),
+            "invalid (manifest.json is not a regular file)",
+        ),
+        (
+            lambda e: ((e / "meta.json").unlink(), os.mkfifo(e / "meta.json")),
+            "invalid (meta.json is not a regular file)",
+        ),
+    ],
+    ids=["manifest-dev-zero", "program-dev-zero", "manifest-device", "manifest-fifo", "meta-fifo"],
+)
+def test_devices_fifos_and_symlinks_are_refused_unread(
+    root: Path, capsys: pytest.CaptureFixture, damage: Any, reason: str
+) -> None:
+    _rebuilt(root, capsys, damage, reason)
+
+
+def test_an_entry_that_is_a_symlink_out_of_the_cache_is_replaced(
+    root: Path, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    model = Tiny()
+    _, first, _ = compiled(model)
+    entry = root / first.cache_entry
+    outside = tmp_path / "outside"
+    shutil.move(entry, outside)
+    entry.symlink_to(outside)
+    capsys.readouterr()
+    _, second, _ = compiled(model)
+    assert second.cache == "miss" and second.cache_stored
+    assert "was invalid (not a folder); rebuilt" in capsys.readouterr().err
+    assert entry.is_dir() and not entry.is_symlink() and (outside / MANIFEST).exists()
+
+
+@pytest.fixture
+def unwritable(root: Path) -> Iterator[Path]:
+    """The cache folder, made unwritable: mode 0500, and immutable as root (root
+    writes through any mode; `chattr +i` stops it)."""
+    root.mkdir(parents=True)
+    os.chmod(root, 0o500)
+    immutable = os.getuid() == 0
+    if immutable and os.system(f"chattr +i {root} 2>/dev/null") != 0:
+        pytest.skip("root writes through mode 0500 and chattr +i is not available here")
+    yield root
+    if immutable:
+        os.system(f"chattr -i {root}")
+    os.chmod(root, 0o700)
+
+
+def test_an_unwritable_folder_compiles_uncached_with_a_note(
+    unwritable: Path, capsys: pytest.CaptureFixture
+) -> None:
+    _, report, out = compiled(Tiny())
+    err = capsys.readouterr().err.strip()
+    assert report.cache == "miss" and not report.cache_stored
+    assert (
+        err
+        == (
+            f"forge: note: compile cache {unwritable} cannot be written (Operation not permitted); "
+            "compiling without it, nothing stored"
+        )
+        or "Permission denied" in err
+    )
+    assert torch.allclose(out, Tiny()(X), atol=1e-5)
+    assert list(unwritable.iterdir()) == []
+
+
+def test_a_hit_in_a_folder_that_became_unwritable(root: Path) -> None:
+    _, first, expected = compiled(Tiny())
+    entry = root / first.cache_entry
+    if os.system(f"chattr +i {entry} {entry / MANIFEST} 2>/dev/null") != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        _, second, out = compiled(Tiny())
+    finally:
+        os.system(f"chattr -i {entry} {entry / MANIFEST}")
+    assert second.cache == "hit" and torch.equal(out, expected)
+
+
+def test_a_cache_dir_that_is_a_file(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path / "file"))
+    _, report, _ = compiled(Tiny())
+    assert report.cache == "off"
+    assert capsys.readouterr().err.strip() == (
+        f"forge: warning: compile cache {tmp_path / 'file' / 'compile'} cannot be created: "
+        "Not a directory; not using it"
+    )
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan", "-1", "lots", "9e30G"])
+def test_a_bad_size_limit_is_one_line_naming_the_variable(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, value: str
+) -> None:
+    monkeypatch.setenv("FORGE_CACHE_MAX_BYTES", value)
+    with pytest.raises(ForgeError, match=f"FORGE_CACHE_MAX_BYTES='{value}': "):
+        compile_model(Tiny(), (X,), cache=True)
+    assert main(["cache", "ls"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("forge: error: FORGE_CACHE_MAX_BYTES=") and "\n" not in err
+
+
+def test_listing_reads_no_fifo_nor_device(root: Path, capsys: pytest.CaptureFixture) -> None:
+    """`forge cache ls` and the eviction after every store list entries: a FIFO or
+    /dev/zero manifest is listed as unreadable, never read."""
+    _, first, _ = compiled(Tiny(seed=0))
+    _, second, _ = compiled(Tiny(seed=1))
+    (root / first.cache_entry / MANIFEST).unlink()
+    os.mkfifo(root / first.cache_entry / MANIFEST)
+    _dev_zero(root / second.cache_entry, MANIFEST)
+    capsys.readouterr()
+    assert main(["cache", "ls"]) == 0
+    assert capsys.readouterr().out.count("(unreadable)") == 2
+    _, third, _ = compiled(Tiny(seed=2))  # stores, then evicts over the listing
+    assert third.cache_stored

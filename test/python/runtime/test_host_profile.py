@@ -349,6 +349,26 @@ def test_corrupted_cache_is_rebuilt_with_a_note(
     assert read_profile(path).transition_ms == 0.1  # rewritten whole
 
 
+def test_a_cache_dir_that_cannot_be_written_is_noted_not_fatal(
+    fake_build: list[int],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """FORGE_CACHE_DIR naming a file: the profile is measured, used from a temporary
+    file and not saved; the compile that needed it goes on."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path / "file"))
+    loaded = load_host_profile()
+    assert loaded.built and loaded.path.is_file() and tmp_path not in loaded.path.parents
+    assert read_profile(loaded.path).transition_ms == 0.1
+    err = capsys.readouterr().err
+    assert err == (
+        f"note: host profile not saved (cannot write {tmp_path / 'file'}/"
+        f"{host_profile.cache_path().name}: Not a directory); measured again next time\n"
+    )
+
+
 def test_fixed_profile_is_used_as_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(PROFILE_ENV, str(CPU_PROFILE))
     loaded = load_host_profile()
