@@ -89,6 +89,13 @@ def paged_attention(
     return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
 
 
+def eltwise_extreme(f: Any, name: str, x: Any, y: Any) -> Any:
+    """`GraphBuilder.extreme`'s backend call: `eltwise_max` or `eltwise_min`, OpenVINO's
+    Maximum/Minimum with torch's NaN semantics (`nnfactory_graph._nan_propagating`)."""
+    node = nnfactory_graph._nan_propagating(name)(f._mm, x.node, y.node)
+    return importlib.import_module(f"{PACKAGE}.backend.tensor").Tensor(f, node)
+
+
 def unpack_array(data: str, dtype: Any, shape: Sequence[int]) -> np.ndarray:
     """A constant too large to print as a literal (zlib-compressed, base64)."""
     raw = zlib.decompress(base64.b64decode(data))

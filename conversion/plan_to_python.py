@@ -372,7 +372,13 @@ def plan_to_python(
         f'{usage}."""\n'
     )
     helpers = ["strided_slice", "unpack_array", "weight_arrays"]
-    for helper in ("mark_llm", "mark_decompression", "compile_with_snippets", "paged_attention"):
+    for helper in (
+        "mark_llm",
+        "mark_decompression",
+        "compile_with_snippets",
+        "paged_attention",
+        "eltwise_extreme",
+    ):
         if any(f"{helper}(" in builder for builder in program.builders):
             helpers.insert(0, helper)
     for helper in ("check_run", "attend_cached"):

@@ -209,6 +209,12 @@ class SegmentTrace:
             (f"{target} = paged_attention(f, {nodes}, {sizes})", "writes the caches in place")
         )
 
+    def extreme(self, name: str, args: tuple[Any, ...], node: Any) -> None:
+        _, x, y = args
+        nodes = ", ".join(self._node(n) or "?" for n in (x, y))
+        target = self._bind(node)
+        self.lines.append((f'{target} = eltwise_extreme(f, "{name}", {nodes})', ""))
+
     def slice(self, args: tuple[Any, ...], node: Any) -> None:
         _, x, begin, end, stride, _, begin_mask, _, end_mask = args
         nodes = ", ".join(self._node(n) or "?" for n in (x, begin, end, stride))
@@ -231,7 +237,12 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
 
     GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
     try:
-        with _recording_slices(trace), _recording_marks(trace), _recording_paged(trace):
+        with (
+            _recording_slices(trace),
+            _recording_marks(trace),
+            _recording_paged(trace),
+            _recording_extremes(trace),
+        ):
             yield
     finally:
         GraphInput.arrays = arrays  # type: ignore[method-assign]
@@ -300,6 +311,31 @@ def _recording_binding(
 def _recording_slices(trace: SegmentTrace) -> contextlib.AbstractContextManager[None]:
     """`GraphBuilder.slice` calls the StridedSlice binding directly."""
     return _recording_binding(nnfactory_graph, "_strided_slice", trace, trace.slice)
+
+
+@contextlib.contextmanager
+def _recording_extremes(trace: SegmentTrace) -> Iterator[None]:
+    """`GraphBuilder.extreme` calls the Maximum/Minimum bindings directly."""
+    original = nnfactory_graph._nan_propagating
+
+    def recording(name: str) -> Callable[..., Any] | None:
+        fn = original(name)
+        if fn is None:
+            return None
+
+        def call(*args: Any) -> Any:
+            node = fn(*args)
+            if trace.factory is not None and args[0] is trace.factory._mm:
+                trace.extreme(name, args, node)
+            return node
+
+        return call
+
+    nnfactory_graph._nan_propagating = recording  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        nnfactory_graph._nan_propagating = original
 
 
 def _recording_paged(trace: SegmentTrace) -> contextlib.AbstractContextManager[None]:

@@ -30,7 +30,7 @@ import resource
 import signal
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -183,10 +183,14 @@ def memory_limit(megabytes: int | None) -> Iterator[None]:
 
 
 def run_case(
-    path: Path, pipeline: str, timeout: int, memory_mb: int | None = MEMORY_MB
+    path: Path,
+    pipeline: str,
+    timeout: int,
+    memory_mb: int | None = MEMORY_MB,
+    flags: Sequence[str] = (),
 ) -> tuple[str, str]:
-    """Run forge-opt in-process on one file, within `timeout` seconds and `memory_mb` MB
-    more memory; (outcome, stderr)."""
+    """Run forge-opt in-process on one file with `-p pipeline` and `flags`, within
+    `timeout` seconds and `memory_mb` MB more memory; (outcome, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     try:
         with (
@@ -195,7 +199,8 @@ def run_case(
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):
-            code = main([str(path), "-p", pipeline, "-o", str(path.with_suffix(".out"))])
+            argv = [str(path), "-p", pipeline, *flags, "-o", str(path.with_suffix(".out"))]
+            code = main(argv)
     except Hang:
         return "hang", ""
     except MemoryError:
@@ -227,6 +232,8 @@ class IrCase:
     pipeline: str
     timeout: int
     memory_mb: int | None = MEMORY_MB
+    flags: tuple[str, ...] = ()
+    """More forge-opt flags (the pipeline fuzzer's spellings)."""
 
 
 def run_ir_case(case: IrCase) -> tuple[str, str]:
@@ -235,7 +242,7 @@ def run_ir_case(case: IrCase) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="forge-fuzz-ir-") as tmp:
         path = Path(tmp) / case.name
         path.write_text(case.text)
-        outcome, message = run_case(path, case.pipeline, case.timeout, case.memory_mb)
+        outcome, message = run_case(path, case.pipeline, case.timeout, case.memory_mb, case.flags)
     return outcome, message.replace(str(path), case.name)
 
 
@@ -444,6 +451,27 @@ def mutate_pipeline(text: str, rng: random.Random) -> str:
     return text
 
 
+FLAG_SPELLINGS = (
+    ("--verify-each",), ("-verify-each",), ("--verify-each=false",), ("-verify-each=true",),
+    ("--no-verify-each",), ("-verify-each=maybe",), ("--disable-verify",),
+    ("-split-input-file",), ("--mlir-print-op-generic",), ("-print-op-generic",),
+    ("-mlir-print-debuginfo",), ("--max-rewrites", "5"), ("-max-rewrites=0",),
+    ("-max-iterations", "1"), ("--max-iterations=-1",), ("-p", "npu-dce"),
+    ("--pass-pipeline=npu-cse",), ("-pass-pipeline", "builtin.module(npu-dce)"),
+    ("--trace-patterns=NoSuchPattern",), ("--no-such-flag",), ("-x",), ("--mlir-",),
+    ("-allow-unregistered-dialect",), ("--mlir-elide-elementsattrs-if-larger=2",),
+)  # fmt: skip
+"""Flags in mlir-opt's and forge-opt's spellings, right and wrong, that print nothing
+beyond the result on success (no dumps or tables: a failing pipeline's stderr is then
+its one diagnostic line)."""
+
+
+def mutate_flags(rng: random.Random) -> tuple[str, ...]:
+    """Zero to three flags of `FLAG_SPELLINGS`, in random order."""
+    picked = rng.sample(FLAG_SPELLINGS, rng.randint(0, 3))
+    return tuple(word for flag in picked for word in flag)
+
+
 def fuzz_pipelines(
     cases: int,
     seed: int,
@@ -452,8 +480,9 @@ def fuzz_pipelines(
     campaign: Campaign | None = None,
     memory_mb: int | None = MEMORY_MB,
 ) -> FuzzResult:
-    """`cases` mutated pipeline strings on `PIPELINE_INPUT`; the bad ones are listed with
-    the pipeline that caused them (a string is its own reproducer)."""
+    """`cases` mutated pipeline strings on `PIPELINE_INPUT`, each with random flag
+    spellings (`mutate_flags`); the bad ones are listed with the pipeline and flags that
+    caused them (a command line is its own reproducer)."""
     rng = random.Random(seed)
     result = FuzzResult()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -464,6 +493,7 @@ def fuzz_pipelines(
             mutate_pipeline(rng.choice(PIPELINES), rng),
             timeout,
             memory_mb,
+            mutate_flags(rng),
         )
         for _ in range(cases)
     ]
@@ -472,5 +502,6 @@ def fuzz_pipelines(
         result.counts[outcome] += 1
         if outcome not in GOOD:
             first = message.splitlines()[0] if message else ""
-            result.failures.append((outcome, f"-p {case.pipeline!r}: {first}"))
+            flags = " ".join(case.flags)
+            result.failures.append((outcome, f"-p {case.pipeline!r} {flags}: {first}"))
     return result

@@ -85,29 +85,27 @@
 
 // With a host profile that measured OpenVINO's MLAS kernel faster without the
 // activation fused in (2 rows here), the fp32 linear's result goes through
-// (y + y) * 0.5, bit for bit y, which OpenVINO cannot fuse into its FullyConnected;
-// the halving and the GELU fuse into one Eltwise instead. Computed apart, the tanh
+// max(y, y) (eltwise_max), bit for bit y, which OpenVINO cannot fuse into its
+// FullyConnected; it and the GELU fuse into one Eltwise instead. Computed apart, the tanh
 // GELU is x * sigmoid(x * (2k + 2ka * x^2)) (0.5 * (1 + tanh(z)) == sigmoid(2z)):
 // OpenVINO's Tanh costs about three times its Sigmoid.
 // APART:      # %g = npu.fused_linear
 // APART-NEXT: t2 = f.matmul(p0, t0, False, True)
 // APART-NEXT: t3 = f.eltwise_add(t2, t1)
-// APART-NEXT: t4 = f.eltwise_add(t3, t3)
-// APART-NEXT: t5 = f.constant(np.array(0.5, dtype=np.float32))
-// APART-NEXT: t6 = f.eltwise_mul(t4, t5)
-// APART-NEXT: t7 = f.eltwise_mul(t6, t6)
-// APART-NEXT: t8 = f.constant(np.array(0.07135481387376785, dtype=np.float32))
-// APART-NEXT: t9 = f.eltwise_mul(t7, t8)
-// APART-NEXT: t10 = f.constant(np.array(1.5957691669464111, dtype=np.float32))
-// APART-NEXT: t11 = f.eltwise_add(t9, t10)
-// APART-NEXT: t12 = f.eltwise_mul(t6, t11)
-// APART-NEXT: t13 = f.sigmoid(t12)
-// APART-NEXT: t14 = f.eltwise_mul(t6, t13)
+// APART-NEXT: t4 = eltwise_extreme(f, "eltwise_max", t3, t3)
+// APART-NEXT: t5 = f.eltwise_mul(t4, t4)
+// APART-NEXT: t6 = f.constant(np.array(0.07135481387376785, dtype=np.float32))
+// APART-NEXT: t7 = f.eltwise_mul(t5, t6)
+// APART-NEXT: t8 = f.constant(np.array(1.5957691669464111, dtype=np.float32))
+// APART-NEXT: t9 = f.eltwise_add(t7, t8)
+// APART-NEXT: t10 = f.eltwise_mul(t4, t9)
+// APART-NEXT: t11 = f.sigmoid(t10)
+// APART-NEXT: t12 = f.eltwise_mul(t4, t11)
 // APART-NOT:  f.gelu(
 // Not with int8 weights (no MLAS kernel for them), nor with a profile that measured
 // no difference (none: OpenVINO's fused form).
-// APART-INT8-NOT: np.array(0.5
-// APART-NONE-NOT: np.array(0.5
+// APART-INT8-NOT: eltwise_extreme(
+// APART-NONE-NOT: eltwise_extreme(
 // APART-MISSING: forge-opt: error: cannot read host profile {{.*}}no-such-profile.json: No such file or directory
 
 // With a profile that measured every linear faster on oneDNN's kernel (2 rows here),

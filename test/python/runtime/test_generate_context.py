@@ -124,7 +124,7 @@ def test_gpt_neo_local_window_cli(capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's acceptance: every layer local at window 2, 8 of 8 tokens."""
     argv = ["generate", f"{HERE}:gpt_neo_local", "--capacity", "32", "--prompt-capacity", "8"]
     assert main([*argv, "--prompt-len", "8", "--max-new-tokens", "8", "--check", "--no-cache"]) == 0
-    assert "check: 8 of 8 tokens agree with eager model.generate" in capsys.readouterr().out
+    assert "check: ok: 8 of 8 tokens agree with eager model.generate" in capsys.readouterr().out
 
 
 def test_gpt_neo_windows_in_chunked_prefill_and_decode() -> None:

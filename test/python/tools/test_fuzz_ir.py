@@ -140,3 +140,15 @@ def test_a_worker_ray_stopped_for_memory_is_out_of_memory() -> None:
     case = IrCase("case.mlir", VALID, "npu-dce", 20)
     assert _crashed(case, "out of memory: Task was killed")[0] == OUT_OF_MEMORY
     assert _crashed(case, "worker crashed: ...")[0] == "crash"
+
+
+def test_pipeline_mutants_carry_flag_spellings(tmp_path: Path) -> None:
+    """Some mutants run with extra flags in mlir-opt's spellings; none ends badly."""
+    from forge.tools.fuzz_ir import mutate_flags
+
+    rng = random.Random(0)
+    drawn = [mutate_flags(rng) for _ in range(40)]
+    assert any(flags for flags in drawn) and any(not flags for flags in drawn)
+    assert any(word.startswith("-") and not word.startswith("--") for f in drawn for word in f)
+    result = fuzz_pipelines(cases=30, seed=11, workdir=tmp_path)
+    assert result.bad == 0, result.failures
