@@ -27,8 +27,17 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+PARSE_MESSAGES = {
+    "in block definition": "expected an operation, a block label (^bb...) or '}' here",
+    "Could not parse entire input!": "unexpected text after the top-level operation "
+    "(an extra '}'?)",
+}
+"""xDSL parse messages that say nothing where they stand alone -> what they mean."""
+
+
 def parse_error(e: ParseError) -> ForgeError:
-    return ForgeError(one_line(e.msg), str(e.span.get_location()))
+    message = one_line(e.msg)
+    return ForgeError(PARSE_MESSAGES.get(message, message), str(e.span.get_location()))
 
 
 def location_of(loc: Attribute) -> str | None:

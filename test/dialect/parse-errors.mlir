@@ -15,6 +15,13 @@
 // NOTYPE:     stdin:1:51: error: Expected ':'
 // NOTYPE-NOT: {{.}}
 //
+// A stray token where an operation should start, and text after the module: xDSL's
+// bare "in block definition" and "Could not parse entire input!" say what they mean.
+// RUN: echo 'func.func @f(%x: tensor<4xf32>) { 123 func.return }' | not forge-opt 2>&1 | filecheck %s --check-prefix=STRAY
+// STRAY:     stdin:1:35: error: expected an operation, a block label (^bb...) or '}' here
+// RUN: echo 'func.func @f(%x: tensor<4xf32>) { func.return } }' | not forge-opt 2>&1 | filecheck %s --check-prefix=TRAILING
+// TRAILING:  error: unexpected text after the top-level operation (an extra '}'?)
+//
 // Undefined value, reported at the end of the input.
 // RUN: echo 'func.func @f(%x: tensor<4xf32>) { %0 = npu.neg %y : tensor<4xf32> func.return }' | not forge-opt 2>&1 | filecheck %s --check-prefix=UNDEF
 // UNDEF-NOT: Traceback
