@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import warnings
 from functools import cache
@@ -25,8 +26,40 @@ class NNFactoryUnavailable(ForgeError):
     """NNFactory cannot be loaded; the message says how to get it."""
 
 
-@cache
+ENVIRONMENT: dict[str, tuple[str, ...] | None] = {
+    "NNFACTORY_SNIPPETS_MODE": ("ENABLE", "DISABLE", "IGNORE_CALLBACK"),
+    "NNFACTORY_INFERENCE_PRECISION": ("f32", "bf16", "f16"),
+    "NNFACTORY_PERFORMANCE_MODE": ("LATENCY", "THROUGHPUT"),
+    "NNFACTORY_FIRST_INFERENCE": ("0", "1"),
+    "NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE": None,
+}
+"""The variables NNFactory's patched C++ reads at every graph compile
+(scripts/build_nnfactory.sh) -> their values (None: a count). OpenVINO throws on a value
+it does not know, and a C++ exception through ctypes aborts the process."""
+
+
+def check_environment() -> None:
+    """A one-line error for an NNFactory variable OpenVINO would abort on (or that the
+    C++ would misread: `strtoull("abc")` is 0, `strtoull("-5")` is 2^64 - 5)."""
+    for name, allowed in ENVIRONMENT.items():
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        if allowed is None and not (value.isdigit() and int(value) < 1 << 32):
+            raise ForgeError(f"{name}={value!r}: expected a group size from 0 to 2^32 - 1")
+        if allowed is not None and value not in allowed:
+            raise ForgeError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+
+
 def load_backend() -> ModuleType:
+    """`intel_npu_acceleration_library.backend`, once NNFactory's environment variables
+    are checked (every graph build comes here first)."""
+    check_environment()
+    return _backend()
+
+
+@cache
+def _backend() -> ModuleType:
     """Import `intel_npu_acceleration_library.backend` without the package root."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:

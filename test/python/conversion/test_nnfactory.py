@@ -63,3 +63,33 @@ def test_backend_import_skips_package_root() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("NNFACTORY_SNIPPETS_MODE", "bogus"),
+        ("NNFACTORY_INFERENCE_PRECISION", "fp32"),
+        ("NNFACTORY_PERFORMANCE_MODE", "FAST"),
+        ("NNFACTORY_FIRST_INFERENCE", "yes"),
+        ("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "-5"),
+        ("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "abc"),
+    ],
+)
+def test_an_environment_value_openvino_would_abort_on_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """OpenVINO throws on an unknown property value, and a C++ exception through ctypes
+    aborts the process (exit 134): the value is refused before any graph is built."""
+    from forge.diagnostics import ForgeError
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ForgeError, match=f"{name}='{value}': expected"):
+        load_backend()
+
+
+def test_known_environment_values_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NNFACTORY_SNIPPETS_MODE", "ENABLE")
+    monkeypatch.setenv("NNFACTORY_INFERENCE_PRECISION", "f32")
+    monkeypatch.setenv("NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE", "32")
+    assert load_backend().NNFactory is not None
