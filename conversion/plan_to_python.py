@@ -42,7 +42,7 @@ from xdsl.utils.target import Target
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
-from forge.conversion.kernel_choice import host_choices
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_graph import (
     NoNpuLowering,
     Segment,
@@ -262,7 +262,7 @@ def plan_to_python(
     Arguments from `num_inputs` on are the weights (by default those from the first
     whose name has a dot on, as the importer names them by state-dict key). With a host
     `profile` the graphs are built as `compile_model` builds them with it (its rule for
-    the linears' kernels, `linear_kernels`); without, in OpenVINO's default form."""
+    the linears' kernels, `BuildOptions.for_host`); without, in OpenVINO's default form."""
     if precision not in PRECISIONS:
         raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     if granularity not in GRANULARITIES:
@@ -273,7 +273,9 @@ def plan_to_python(
         raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
-    host = load_profile(profile) if profile else None
+    options = BuildOptions.for_host(
+        load_profile(profile) if profile else None, granularity=granularity, weights_as=weights
+    )
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -319,8 +321,10 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with recording(trace), host_choices(host):
-                    segment = build_segment(group, precision, trace=trace, constants=placeholders)
+                with recording(trace):
+                    segment = build_segment(
+                        group, precision, options, trace=trace, constants=placeholders
+                    )
             except NoNpuLowering as e:
                 for op in group:
                     add_cpu(op, f" (placed on the NPU; NNFactory cannot lower it: {e.args[0]})")

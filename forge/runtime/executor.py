@@ -18,6 +18,7 @@ A call copies the template, feeds the inputs and runs the steps in order.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import os
@@ -43,23 +44,9 @@ from forge.conversion.cpu_kernels import (
     wants_threads,
 )
 from forge.conversion.graph_call import GraphCall
-from forge.conversion.kernel_choice import (
-    FP16_KERNELS,
-    dynamic_quantization,
-    host_choices,
-    int8_dynamic_at,
-    linear_kernel,
-    linear_rows,
-)
+from forge.conversion.kernel_choice import BuildOptions, Decision
 from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
-from forge.conversion.segments import (
-    GRANULARITIES,
-    WEIGHT_BINDINGS,
-    arena_layout,
-    check_memory,
-    device_runs,
-    npu_groups,
-)
+from forge.conversion.segments import arena_layout, check_memory, device_runs, npu_groups
 from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
@@ -68,6 +55,7 @@ from forge.dialects.dtypes import PRECISIONS
 from forge.frontend.capture import Captured, capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
+from forge.runtime.build_notes import QUANTIZED_NOTES, kernel_notes
 from forge.runtime.compile_cache import (
     CachedProgram,
     CompileCache,
@@ -80,12 +68,12 @@ from forge.runtime.input_contract import input_contract
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
-from forge.transforms.forge_pipeline import plan
-from forge.transforms.host_profile import HostProfile, load_profile
+from forge.transforms.forge_pipeline import ForgePipelinePass, plan
+from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_fold_constants import is_deterministic
 from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import is_view
-from forge.transforms.npu_schedule_affinity import check_schedule, device_of
+from forge.transforms.npu_schedule_affinity import check_schedule
 
 
 @dataclass(frozen=True)
@@ -168,22 +156,15 @@ class CompiledNPUExecutor:
         weights: Mapping[str, torch.Tensor],
         num_inputs: int,
         precision: str | None = None,
-        granularity: str = "segment",
+        options: BuildOptions | None = None,
         allocation: AllocationReport | None = None,
-        weights_as: str = "constants",
     ):
         function = entry_function(module_or_function)
         self.function = function
         """The planned function this executor runs."""
         precision = _precision_of(function, precision)
-        if weights_as not in WEIGHT_BINDINGS:
-            raise ForgeError(
-                f"weights_as must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights_as}'"
-            )
-        if granularity not in GRANULARITIES:
-            raise ForgeError(
-                f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
-            )
+        self.options = options if options is not None else BuildOptions()
+        """The build choices every graph of this executor follows."""
         start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         check_schedule(function)
         check_memory(function, allocation.planned_bytes if allocation else None, num_inputs)
@@ -193,7 +174,6 @@ class CompiledNPUExecutor:
         if missing:
             raise ForgeError(f"no tensor given for weight argument(s): {', '.join(missing)}")
         self.precision = precision
-        self.granularity = granularity
         self.num_inputs = num_inputs
         self.input_names = names[:num_inputs]
         self.contract = input_contract(function, num_inputs)
@@ -209,7 +189,6 @@ class CompiledNPUExecutor:
         for i in range(num_inputs, len(args)):
             self._template[i] = weights[names[i]]
         self._steps: list[Step] = []
-        self.weights_as = weights_as
         self._writes = npu.write_backs(function)
         """(result index, argument slot): results copied into state after every call."""
         written = {arg for _, arg in self._writes}
@@ -219,7 +198,7 @@ class CompiledNPUExecutor:
                 for i in range(num_inputs, len(args))
                 if i not in written  # state changes between calls: bound, never baked
             }
-            if weights_as == "constants"
+            if self.options.weights_as == "constants"
             else {}
         )
 
@@ -267,6 +246,19 @@ class CompiledNPUExecutor:
         self.total_stats = ExecutionStats()
         self.released_bytes = 0
         """Model memory `release_weights` moved out of the resident set."""
+
+    @property
+    def granularity(self) -> str:
+        return self.options.granularity
+
+    @property
+    def weights_as(self) -> str:
+        return self.options.weights_as
+
+    @property
+    def decisions(self) -> list[tuple[Decision, ...]]:
+        """Per segment, what its graph's builder chose (`Segment.decisions`)."""
+        return [segment.decisions for segment in self.segments]
 
     def _spill_copies(self) -> int:
         """Move the weights converted or quantized for the graphs (fp16 values, int8
@@ -376,7 +368,9 @@ class CompiledNPUExecutor:
             return
         for group in npu_groups(ops, self.granularity):
             try:
-                segment = build_segment(group, self.precision, constants=self._constants)
+                segment = build_segment(
+                    group, self.precision, self.options, constants=self._constants
+                )
             except NoNpuLowering as e:
                 self.fallback_ops += len(group)
                 self.notes.append(f"{len(group)} NPU-placed op(s) run on the CPU: {e}")
@@ -742,17 +736,20 @@ def compile_model(
     cache: bool | CompileCache | None = None,
     dynamic_quantized: bool | None = None,
     captured: Captured | None = None,
+    pipeline: Mapping[str, Any] | None = None,
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """capture -> import_program -> plan -> CompiledNPUExecutor, timing each phase.
 
     `dynamic_quantized` (int8 only): True also quantizes the activations of the int8
-    MatMuls at run time (`forge.conversion.kernel_choice.dynamic_quantization`), no
+    MatMuls at run time (`forge.conversion.kernel_choice.BuildOptions.for_host`), no
     longer weight-only int8; False keeps them weight-only; None (the default) does
     what the host profile measured faster for each graph's row count, as OpenVINO's own
     default does on CPUs with int8 kernels (weight-only where nothing was measured).
 
     `profile` is npu-place-devices' host profile (default: this host's, measured on
     first use and cached, `forge.runtime.host_profile.load_host_profile`).
+    `pipeline` are forge-pipeline's other options (alpha, layout, iterations, skip:
+    `forge autotune --latency` compiles its configurations so).
     `cache` (off by default; True: `forge.runtime.compile_cache`'s default folder) skips
     everything up to the NNFactory build when the same model, inputs and options were
     compiled before, and lets OpenVINO load its compiled graphs. `captured` is
@@ -775,35 +772,45 @@ def compile_model(
         profile = str(host.path)
         if host.built:
             notes.append(f"measured this host's profile in {host.load_seconds:.1f} s: {host.path}")
+    pipeline = dict(pipeline or {})
+    ForgePipelinePass(**pipeline)  # checked before anything is captured
+    options = BuildOptions.for_host(
+        load_profile(profile), dynamic_quantized, granularity=granularity
+    )
     store = open_cache(cache)
     if store is not None:
         # The profile's contents, not its path, decide placement: a re-measured profile misses.
-        options = {"precision": precision, "granularity": granularity, "profile": profile}
-        options["dynamic_quantized"] = dynamic_quantized
-        options["profile_digest"] = hashlib.sha256(Path(profile).read_bytes()).hexdigest()
+        key_options = {"precision": precision, "profile": profile, "pipeline": pipeline}
+        key_options["build"] = dataclasses.asdict(options)
+        key_options["dynamic_quantized"] = dynamic_quantized
+        key_options["profile_digest"] = hashlib.sha256(Path(profile).read_bytes()).hexdigest()
         return compile_with_cache(
             store,
             model,
             args,
             kwargs,
-            options,
+            key_options,
             capture=lambda: capture(model, tuple(args), example_kwargs=dict(kwargs or {})),
-            cold=lambda captured: compile_model(
-                model,
-                args,
-                kwargs,
-                precision,
-                granularity,
-                profile,
-                None,
-                dynamic_quantized,
-                captured=captured,
+            cold=lambda captured: _compile(
+                model, args, kwargs, precision, profile, options, pipeline, notes, captured
             ),
-            warm=lambda hit: _from_cache(
-                model, hit, precision, granularity, dynamic_quantized, profile
-            ),
+            warm=lambda hit: _from_cache(model, hit, precision, options),
         )
+    return _compile(model, args, kwargs, precision, profile, options, pipeline, notes, captured)
 
+
+def _compile(
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    precision: str,
+    profile: str,
+    options: BuildOptions,
+    pipeline: Mapping[str, Any],
+    notes: list[str],
+    captured: Captured | None,
+) -> tuple[CompiledNPUExecutor, CompileReport]:
+    """The uncached compile: capture (unless `captured`), import, plan, build."""
     if captured is None:
         captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
     program = import_program(captured)
@@ -827,27 +834,23 @@ def compile_model(
         notes.append(mixed.note())
     report = plan(
         program.module,
+        **pipeline,
         profile=profile,
         precision=precision,
         fp16_weights=fp16_weights,
     )
     plan_seconds = time.perf_counter() - start
     program.module.verify()
-    host = load_profile(profile)
-    for note in (
-        _kernel_note(program.function, host, precision),
-        _snippets_note(host, precision),
-        _int8_dynamic_note(program.function, host, precision, dynamic_quantized),
-    ):
-        notes += [note] if note else []
-    with dynamic_quantization(dynamic_quantized), host_choices(host):
-        executor = CompiledNPUExecutor(
-            program.function,
-            program.weights,
-            len(program.input_names),
-            granularity=granularity,
-            allocation=report.allocation,
-        )
+    executor = CompiledNPUExecutor(
+        program.function,
+        program.weights,
+        len(program.input_names),
+        options=options,
+        allocation=report.allocation,
+    )
+    notes += kernel_notes(
+        executor.decisions, load_profile(profile), precision, _forced_quantization(options)
+    )
     return _release_when_collected(model, executor), CompileReport(
         plan=report,
         export_seconds=captured.export_seconds,
@@ -874,158 +877,12 @@ def compile_model(
     )
 
 
-KERNEL_REASONS = {
-    "apart": "activations kept out of OpenVINO's FullyConnected, so that it runs MLAS",
-    "onednn": "given an exact post-op, so that OpenVINO's FullyConnected runs oneDNN",
-}
-
-
-def _kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
-    """A note naming the linears the host profile's kernel rule (`host_choices`) moves
-    off OpenVINO's own choice (fp32, int8) or whose fp16 weights it keeps fp16 (fp16,
-    mixed), with the times behind it."""
-    if precision == "int8":
-        return _int8_kernel_note(function, profile)
-    if precision != "fp32":
-        return _fp16_kernel_note(function, profile, precision)
-    rule = profile.kernel_rule()
-    moved: dict[str, list[int]] = {}
-    for op in function.walk():
-        if not isinstance(op, npu.WEIGHTED_LINEAR_OPS) or device_of(op) == "cpu":
-            continue
-        kernel = linear_kernel(rule, linear_rows(op))
-        activation = isinstance(op, npu.FusedLinearOp) and op.activation.data != "none"
-        if kernel == ("apart" if activation else "onednn"):  # else OpenVINO's own kernel
-            moved.setdefault(kernel, []).append(linear_rows(op))
-    if not moved:
-        return ""
-    what = "; ".join(
-        f"{len(rows)} linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
-        f"{KERNEL_REASONS[kernel]}"
-        for kernel, rows in moved.items()
-    )
-    measured = ", ".join(
-        f"{k.rows} row(s) OpenVINO's own {k.fused_ms:.3g} ms, all MLAS {k.apart_ms:.3g} ms"
-        + (f", all oneDNN {k.onednn_ms:.3g} ms" if k.onednn_ms is not None else "")
-        for k in profile.kernels
-    )
-    return f"{what} (host profile: {measured})"
-
-
-def _int8_kernel_note(function: func.FuncOp, profile: HostProfile) -> str:
-    """The int8-weight linears whose activation the profile moves out of OpenVINO's
-    FullyConnected, with the times behind it (nothing when none)."""
-    rule = profile.int8_kernel_rule()
-    rows = [
-        linear_rows(op)
-        for op in function.walk()
-        if isinstance(op, npu.FusedLinearOp)
-        and op.activation.data != "none"
-        and device_of(op) != "cpu"
-        and linear_kernel(rule, linear_rows(op)) == "apart"
-    ]
-    if not rows:
-        return ""
-    measured = ", ".join(
-        f"{k.rows} row(s) fused {k.int8_fused_ms:.3g} ms, apart {k.int8_apart_ms:.3g} ms"
-        for k in profile.kernels
-        if k.int8_fused_ms is not None and k.int8_apart_ms is not None
-    )
-    return (
-        f"{len(rows)} int8 linear(s) at {', '.join(map(str, sorted(set(rows))))} row(s) "
-        f"with the activation computed after OpenVINO's FullyConnected (host profile: "
-        f"{measured})"
-    )
-
-
-def _fp16_kernel_note(function: func.FuncOp, profile: HostProfile, precision: str) -> str:
-    """The row counts whose fp16 weights stay fp16 in OpenVINO's kernel and those that
-    run their fp32 weights instead (where fp16 measured slower), with the times behind
-    it (nothing without fp16 measurements: every one stays fp16, as asked)."""
-    measured = ", ".join(
-        f"{k.rows} row(s) fp32 weights {k.fp16_wide_ms:.3g} ms, kept fp16 {k.fp16_narrow_ms:.3g} ms"
-        for k in profile.kernels
-        if k.fp16_wide_ms is not None and k.fp16_narrow_ms is not None
-    )
-    if not measured:
-        return ""
-    rule = profile.fp16_kernel_rule()
-    rows = {
-        linear_rows(op)
-        for op in function.walk()
-        if isinstance(op, npu.WEIGHTED_LINEAR_OPS)
-        and device_of(op) != "cpu"
-        and npu.weight_storage(op.weight, precision) == "fp16"
-    }
-    forms = {
-        form: sorted(r for r in rows if linear_kernel(rule, r) == form) for form in FP16_KERNELS
-    }
-    parts = []
-    if forms["narrow"]:
-        parts.append(
-            "kept fp16 in OpenVINO's kernel for linears of "
-            f"{', '.join(map(str, forms['narrow']))} row(s)"
-        )
-    if forms["wide"]:
-        parts.append(
-            "run as their fp32 weights, with the fp32 kernels, for linears of "
-            f"{', '.join(map(str, forms['wide']))} row(s), where fp16 measured slower"
-        )
-    if not parts:
-        return ""
-    return f"fp16 weights {'; '.join(parts)} (host profile: {measured})"
-
-
-QUANTIZED_NOTES = ("activations of the int8 MatMuls quantized", "int8 linears at")
-"""How the notes of a program whose int8 activations are quantized at run time begin
-(forced, then chosen by the host profile)."""
-
-
-def _int8_dynamic_note(
-    function: func.FuncOp, profile: HostProfile, precision: str, forced: bool | None
-) -> str:
-    """For an int8 program left to the profile: the row counts whose graphs quantize
-    their activations at run time, with the times behind it (nothing when none do)."""
-    rule = profile.int8_dynamic_rule()
-    if precision != "int8" or forced is not None or not any(on for _, on in rule):
-        return ""
-    rows = {
-        linear_rows(op)
-        for op in function.walk()
-        if isinstance(op, npu.WEIGHTED_LINEAR_OPS) and device_of(op) != "cpu"
-    }
-    quantized = sorted(r for r in rows if int8_dynamic_at(rule, r))
-    if not quantized:
-        return ""
-    measured = ", ".join(
-        f"{k.rows} row(s) weight-only {k.int8_fused_ms:.3g} ms, "
-        f"quantized {k.int8_dynamic_ms:.3g} ms"
-        for k in profile.kernels
-        if k.int8_dynamic_ms is not None and k.int8_fused_ms is not None
-    )
-    return (
-        f"{QUANTIZED_NOTES[1]} {', '.join(map(str, quantized))} row(s) quantize their activations "
-        f"at run time (OpenVINO's dynamic quantization, groups of 32; host profile: "
-        f"{measured}; --weight-only or dynamic_quantized=False keeps them fp32)"
-    )
-
-
-def _snippets_note(profile: HostProfile, precision: str) -> str:
-    """For an fp32 program: the row counts whose graphs compile with OpenVINO's snippets
-    on, with the times behind it (nothing when none do)."""
-    on = [k for k in profile.kernels if k.snippets]
-    if precision != "fp32" or not on:
-        return ""
-    measured = ", ".join(
-        f"{k.rows} row(s) off {k.snippets_baseline_ms:.3g} ms, on {k.snippets_ms:.3g} ms"
-        for k in profile.kernels
-        if k.snippets_ms is not None
-    )
-    rows = ", ".join(str(k.rows) for k in on)
-    return (
-        f"graphs whose linears have about {rows} row(s) compile with OpenVINO's snippets "
-        f"on (host profile: {measured})"
-    )
+def _forced_quantization(options: BuildOptions) -> bool | None:
+    """Whether the options force the int8 activations' quantization on or off (None:
+    the profile decides per graph)."""
+    if options.quantization_group is None:
+        return None
+    return options.quantization_group != "0"
 
 
 def _release_when_collected(
@@ -1048,26 +905,14 @@ def _release_when_collected(
 
 
 def _from_cache(
-    model: torch.nn.Module,
-    hit: CachedProgram,
-    precision: str,
-    granularity: str,
-    dynamic_quantized: bool | None = None,
-    profile: str | None = None,
+    model: torch.nn.Module, hit: CachedProgram, precision: str, options: BuildOptions
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
-    """The executor of a cache entry: its planned IR, the model's own tensors (the
-    entry's key holds the profile's digest: the same rule as when it was stored)."""
+    """The executor of a cache entry: its planned IR, the model's own tensors, built
+    under the same options as when it was stored (the entry's key holds them)."""
     function = entry_function(hit.module)
-    host = load_profile(profile) if profile else None
-    with dynamic_quantization(dynamic_quantized), host_choices(host):
-        executor = CompiledNPUExecutor(
-            function,
-            hit.weights,
-            hit.num_inputs,
-            precision,
-            granularity=granularity,
-            allocation=allocate(function),
-        )
+    executor = CompiledNPUExecutor(
+        function, hit.weights, hit.num_inputs, precision, options, allocation=allocate(function)
+    )
     return _release_when_collected(model, executor), CompileReport(
         plan=None,
         export_seconds=0.0,

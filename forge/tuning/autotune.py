@@ -39,7 +39,7 @@ from forge.dialects import npu
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
-from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of, plan_options
+from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_fuse_operators import AlphaUsed
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_optimize_layout import (
@@ -474,17 +474,18 @@ class _Case:
 
 def _compile_case(loaded: Loaded, config: Config) -> _Case:
     """`compile_model` at the configuration's precision, with its alpha, layout and
-    iterations for forge-pipeline (`plan_options`): the executor `forge compile` builds."""
+    iterations for forge-pipeline (`compile_model`'s `pipeline`): the executor `forge
+    compile` builds."""
     from forge.runtime.executor import compile_model
 
     _validate(config)
     if any(p.is_meta for p in loaded.model.parameters()):
         raise ForgeError(f"{loaded.name}: built on the meta device (too large here); no latency")
     start = time.perf_counter()
-    with plan_options(alpha=config.alpha, layout=config.layout, iterations=config.iterations):
-        executor, _ = compile_model(
-            loaded.model, loaded.args, loaded.kwargs, precision=config.precision
-        )
+    pipeline = {"alpha": config.alpha, "layout": config.layout, "iterations": config.iterations}
+    executor, _ = compile_model(
+        loaded.model, loaded.args, loaded.kwargs, precision=config.precision, pipeline=pipeline
+    )
     seconds = time.perf_counter() - start
     inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
     return _Case(config, lambda: executor(*inputs), seconds)

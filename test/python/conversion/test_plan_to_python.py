@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.graph_call import GraphCall
-from forge.conversion.kernel_choice import host_choices
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
 from forge.conversion.plan_to_python import plan_to_python
 from forge.conversion.segments import GRANULARITIES, arena_layout
@@ -59,15 +59,12 @@ def check_program(
     """The printed program, run, gives the executor's outputs bit for bit (both built
     under `profile`'s kernel choices, as `compile_model` builds with it)."""
     program = tiny.program
-    with host_choices(load_profile(profile) if profile else None):
-        executor = CompiledNPUExecutor(
-            module,
-            program.weights,
-            len(program.input_names),
-            precision,
-            granularity,
-            weights_as=weights_as,
-        )
+    options = BuildOptions.for_host(
+        load_profile(profile) if profile else None, granularity=granularity, weights_as=weights_as
+    )
+    executor = CompiledNPUExecutor(
+        module, program.weights, len(program.input_names), precision, options
+    )
     source = plan_to_python(module, precision, granularity, weights_as, profile=str(profile or ""))
     assert source.count(" = seg") + source.count("\n    seg") >= len(executor.segments)
     assert f"{len(executor.segments)} NNFactory segment(s)" in source
@@ -303,7 +300,10 @@ def test_arena_layout_is_the_executors() -> None:
     plan(module)
     function = entry_function(module)
     executor = CompiledNPUExecutor(
-        module, tiny.program.weights, len(tiny.program.input_names), granularity="op"
+        module,
+        tiny.program.weights,
+        len(tiny.program.input_names),
+        options=BuildOptions(granularity="op"),
     )
     layout = arena_layout(function)
     assert executor.fallback_ops == 0

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
-from forge.conversion.kernel_choice import FP16_KERNELS, linear_kernels
+from forge.conversion.kernel_choice import FP16_KERNELS, BuildOptions
 from forge.devtools.numerics import compare, eager_outputs
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
@@ -34,10 +34,17 @@ def planned(name: str) -> tuple[object, PlanReport, object]:
     return tiny, plan(module), module
 
 
-def executor_for(tiny, module, precision: str = "fp32", granularity: str = "segment"):
+def executor_for(
+    tiny,
+    module,
+    precision: str = "fp32",
+    granularity: str = "segment",
+    options: BuildOptions | None = None,
+):
     program = tiny.program
+    options = options or BuildOptions(granularity=granularity)
     return CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, granularity
+        module, program.weights, len(program.input_names), precision, options
     )
 
 
@@ -125,8 +132,8 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
     tiny, _, module = planned("gpt2")
     program = tiny.program
     num_inputs = len(program.input_names)
-    with linear_kernels((), fp16=((1, form),)):
-        executor = executor_for(tiny, module, precision="fp16")
+    options = BuildOptions(fp16_kernels=((1, form),))
+    executor = executor_for(tiny, module, precision="fp16", options=options)
     stored = {spec.storage for s in executor.segments for spec in s.call.inputs if spec}
     assert ("fp16" in stored) == (form == "narrow")
     args = entry_function(module).body.block.args[num_inputs:]
@@ -249,8 +256,9 @@ def test_weights_as_constants_or_parameters_agree() -> None:
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     outputs, bound = {}, {}
     for weights_as in ("constants", "parameters"):
+        options = BuildOptions(weights_as=weights_as)
         executor = CompiledNPUExecutor(
-            module, program.weights, len(program.input_names), weights_as=weights_as
+            module, program.weights, len(program.input_names), options=options
         )
         outputs[weights_as] = executor(*inputs)
         bound[weights_as] = executor.stats.bytes_in
@@ -259,7 +267,7 @@ def test_weights_as_constants_or_parameters_agree() -> None:
     weight_bytes = sum(t.nbytes for t in program.weights.values())
     assert bound["parameters"] >= bound["constants"] + weight_bytes // 2
     with pytest.raises(ForgeError, match="weights_as must be one of"):
-        CompiledNPUExecutor(module, program.weights, len(program.input_names), weights_as="x")
+        BuildOptions(weights_as="x")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -412,3 +420,34 @@ def test_zero_size_inputs_run_on_the_cpu(shape: tuple[int, ...]) -> None:
     assert report.plan.placement.npu_ops == 0 and executor.npu_ops == 0
     (out,) = executor(x)
     assert out.shape == model(x).shape == (*shape[:-1], 8)
+
+
+def test_a_build_on_a_worker_thread_follows_the_callers_options() -> None:
+    """Build choices travel as one explicit record, not as ambient state: an executor
+    built on a worker thread follows the options its caller made, its builder records
+    each choice (op, kernel, reason), and no build choice is left in the environment."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from forge.conversion.kernel_choice import KERNEL_REASONS, OWN_KERNEL
+
+    tiny, _, module = planned("gpt2")
+    environment = dict(os.environ)
+    options = BuildOptions(linear_kernels=((1, "onednn"),))  # every row count: oneDNN
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        worker = pool.submit(executor_for, tiny, module, options=options).result()
+    here = executor_for(tiny, module)
+    assert dict(os.environ) == environment
+
+    def kernels(executor: CompiledNPUExecutor) -> set[tuple[str, str, str]]:
+        return {
+            (d.op, d.kernel, d.reason)
+            for decisions in executor.decisions
+            for d in decisions
+            if d.kind == "kernel"
+        }
+
+    assert ("npu.addmm", "onednn", KERNEL_REASONS["onednn"]) in kernels(worker)
+    assert all(reason == OWN_KERNEL for _, _, reason in kernels(here))
+    assert worker.segments[0].graph is not here.segments[0].graph
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    torch.testing.assert_close(worker(*inputs)[0], here(*inputs)[0], rtol=1e-4, atol=1e-4)
