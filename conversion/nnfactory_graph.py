@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -63,6 +64,7 @@ from forge.conversion.kernel_choice import (
 from forge.conversion.nnfactory_backend import PACKAGE, bindings, load_backend
 from forge.diagnostics import ForgeError
 from forge.dialects import dtypes, npu
+from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
 
 Node = Any
@@ -71,10 +73,10 @@ Node = Any
 INT32_MAX = (1 << 31) - 1
 """A StridedSlice stop that means "to the end" (what torch.export and OpenVINO write)."""
 
-PRECISIONS: dict[str, type[np.floating]] = {
-    precision: np.float32 for precision in dtypes.PRECISIONS
+ACTIVATION_DTYPES: dict[str, type[np.floating]] = {
+    precision: np.float32 for precision in dtypes.PROGRAM_PRECISIONS
 }
-"""Executor precision (`forge.dialects.dtypes.PRECISIONS`) -> the numpy dtype of the
+"""Program precision (`forge.dialects.dtypes.PROGRAM_PRECISIONS`) -> the numpy dtype of the
 graph's float activations: fp32 at every precision, as this CPU has no fp16 arithmetic
 (OpenVINO's CPU plugin runs an fp16 graph in fp32 anyway, after converting every weight
 back to fp32 at compile: measured 11 s per GPT-2 program and a slower decode).
@@ -102,7 +104,7 @@ def graph_input(
     under `mixed`); every use of the value inside the graph then sees the dequantized
     tensor, so a tied embedding and LM head agree.
     """
-    dtype = numpy_dtype(value, PRECISIONS[precision])
+    dtype = numpy_dtype(value, ACTIVATION_DTYPES[precision])
     if npu.written_in_place(value):
         return GraphInput(dtype, written=True)
     stored = npu.weight_storage(value, precision)
@@ -347,14 +349,14 @@ def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSA
 
 def build_segment(
     ops: Sequence[Operation],
-    precision: str = "fp32",
     options: BuildOptions | None = None,
     *,
     trace: GraphTrace | None = None,
     constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> Segment:
     """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once,
-    under `options` (default: `BuildOptions()`, OpenVINO's own kernels).
+    under `options` (default: `BuildOptions()`, OpenVINO's own kernels), at the
+    precision the IR states (`program_precision_of`).
 
     Inputs in `constants` (weights) are baked into the graph; the others become
     parameters bound per call. With `trace`, the graph is built afresh, bypassing the
@@ -362,8 +364,7 @@ def build_segment(
     """
     constants = constants or {}
     options = options if options is not None else BuildOptions()
-    if precision not in PRECISIONS:
-        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    precision = program_precision_of(ops)
     inputs, outputs = segment_boundary(ops)
     if not outputs:
         return Segment(ops, inputs, outputs, precision, None, cached=False)
@@ -385,6 +386,16 @@ def build_segment(
     STATS.compiles += 1
     STATS.compile_seconds += graph.compile_seconds
     return Segment(ops, inputs, outputs, precision, graph, cached=False)
+
+
+def program_precision_of(ops: Sequence[Operation]) -> str:
+    """The precision npu-assign-precision recorded on the function holding `ops` (fp32
+    where it did not run): the IR is the one carrier of the precision."""
+    parent = ops[0].parent_op() if ops else None
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    recorded = npu.program_precision(parent) if parent is not None else None
+    return check_precision(recorded) if recorded is not None else "fp32"
 
 
 def baked_key(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:
@@ -458,7 +469,7 @@ def _compile(
     factory = load_backend().NNFactory()
     builder = GraphBuilder(
         trace.wrap(factory) if trace is not None else factory,
-        PRECISIONS[build.precision],
+        ACTIVATION_DTYPES[build.precision],
         share_weights=trace is None,  # a traced build prints `constant`, which copies
         options=build.options,
         precision=build.precision,

@@ -8,7 +8,7 @@ from typing import Any
 
 from forge import flags
 from forge.diagnostics import ForgeError
-from forge.dialects.precisions import PRECISIONS
+from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 FEW_FALLBACKS = 3
@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
     parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
     parser.add_argument("--seq", type=flags.count, default=128)
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--precision", default="fp32", choices=PROGRAM_PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
     parser.add_argument(
         "--weight-only",

@@ -51,7 +51,7 @@ from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
-from forge.dialects.dtypes import PRECISIONS
+from forge.dialects.dtypes import check_precision
 from forge.frontend.capture import Captured, capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
@@ -155,14 +155,12 @@ class CompiledNPUExecutor:
         module_or_function: ModuleOp | func.FuncOp,
         weights: Mapping[str, torch.Tensor],
         num_inputs: int,
-        precision: str | None = None,
         options: BuildOptions | None = None,
         allocation: AllocationReport | None = None,
     ):
         function = entry_function(module_or_function)
         self.function = function
         """The planned function this executor runs."""
-        precision = _precision_of(function, precision)
         self.options = options if options is not None else BuildOptions()
         """The build choices every graph of this executor follows."""
         start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
@@ -173,7 +171,9 @@ class CompiledNPUExecutor:
         missing = [n for n in names[num_inputs:] if n not in weights]
         if missing:
             raise ForgeError(f"no tensor given for weight argument(s): {', '.join(missing)}")
-        self.precision = precision
+        self.precision = check_precision(npu.program_precision(function) or "fp32")
+        """The precision npu-assign-precision recorded in the IR (fp32 where it did not
+        run); the graphs read it from there."""
         self.num_inputs = num_inputs
         self.input_names = names[:num_inputs]
         self.contract = input_contract(function, num_inputs)
@@ -368,9 +368,7 @@ class CompiledNPUExecutor:
             return
         for group in npu_groups(ops, self.granularity):
             try:
-                segment = build_segment(
-                    group, self.precision, self.options, constants=self._constants
-                )
+                segment = build_segment(group, self.options, constants=self._constants)
             except NoNpuLowering as e:
                 self.fallback_ops += len(group)
                 self.notes.append(f"{len(group)} NPU-placed op(s) run on the CPU: {e}")
@@ -711,21 +709,6 @@ class CompileReport:
         return "\n".join(lines)
 
 
-def _precision_of(function: func.FuncOp, asked: str | None) -> str:
-    """The precision the executor runs `function` at: the one npu-assign-precision
-    recorded in the IR (fp32 when it did not run); `asked`, for IR the pass has not
-    annotated, or to confirm the recorded one."""
-    recorded = npu.program_precision(function)
-    precision = asked or recorded or "fp32"
-    if precision not in PRECISIONS:
-        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
-    if recorded is not None and precision != recorded:
-        raise ForgeError(
-            f"the IR was assigned precision {recorded} (npu-assign-precision), not {precision}"
-        )
-    return precision
-
-
 def compile_model(
     model: torch.nn.Module,
     args: Sequence[Any],
@@ -794,7 +777,7 @@ def compile_model(
             cold=lambda captured: _compile(
                 model, args, kwargs, precision, profile, options, pipeline, notes, captured
             ),
-            warm=lambda hit: _from_cache(model, hit, precision, options),
+            warm=lambda hit: _from_cache(model, hit, options),
         )
     return _compile(model, args, kwargs, precision, profile, options, pipeline, notes, captured)
 
@@ -905,13 +888,13 @@ def _release_when_collected(
 
 
 def _from_cache(
-    model: torch.nn.Module, hit: CachedProgram, precision: str, options: BuildOptions
+    model: torch.nn.Module, hit: CachedProgram, options: BuildOptions
 ) -> tuple[CompiledNPUExecutor, CompileReport]:
     """The executor of a cache entry: its planned IR, the model's own tensors, built
     under the same options as when it was stored (the entry's key holds them)."""
     function = entry_function(hit.module)
     executor = CompiledNPUExecutor(
-        function, hit.weights, hit.num_inputs, precision, options, allocation=allocate(function)
+        function, hit.weights, hit.num_inputs, options, allocation=allocate(function)
     )
     return _release_when_collected(model, executor), CompileReport(
         plan=None,

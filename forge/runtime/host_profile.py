@@ -60,6 +60,7 @@ from forge.transforms.host_profile import (
     profile_from_json,
     read_profile,
 )
+from forge.transforms.npu_assign_precision import record_precision
 
 PROFILE_ENV = "FORGE_HOST_PROFILE"
 """A profile file every compile uses as it is (never measured nor rewritten)."""
@@ -254,6 +255,7 @@ class _Graph:
     inputs: list[torch.Tensor]
     constants: dict[Any, torch.Tensor]
     """Weight arguments -> tensors, baked into the graph as the executor does."""
+    function: func.FuncOp
 
     def segment(
         self,
@@ -261,7 +263,8 @@ class _Graph:
         precision: str = "fp32",
         options: BuildOptions | None = None,
     ) -> Callable[[], Any]:
-        segment = build_segment(list(ops or self.ops), precision, options, constants=self.constants)
+        record_precision(self.function, precision)  # the IR states it, as after the pipeline
+        segment = build_segment(list(ops or self.ops), options, constants=self.constants)
         tensors = [self._tensor(v) for v in segment.inputs]
         return lambda: segment(*tensors)
 
@@ -279,7 +282,7 @@ def _graph(text: str, shapes: Sequence[Sequence[int]], num_inputs: int) -> _Grap
     args = function.body.block.args
     ops = [op for op in function.body.block.ops if isinstance(op, npu.NpuOp)]
     constants = {args[i]: tensors[i] for i in range(num_inputs, len(args))}
-    return _Graph(ops, tensors[:num_inputs], constants)
+    return _Graph(ops, tensors[:num_inputs], constants, function)
 
 
 def _uniform(shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:

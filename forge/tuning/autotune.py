@@ -38,6 +38,7 @@ from forge.diagnostics import ForgeError, one_line
 from forge.dialects import npu
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
+from forge.dialects.dtypes import check_precision
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_fuse_operators import AlphaUsed
@@ -53,12 +54,12 @@ from forge.transforms.pattern_pass import (
     collect_statistics,
     count_ops,
 )
-from forge.tuning.cost import PRECISIONS as PRICED
 from forge.tuning.cost import CostModel, Features, Structure, analyze
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 LAYOUTS = ("auto", "channels-last", "contiguous")
-PRECISIONS = ("fp16", "int8", "mixed")
+TUNED_PRECISIONS = ("fp16", "int8", "mixed")
+"""The grid's precisions (pi): fp32 is the baseline, not a configuration."""
 ITERATIONS = (1, 2, 3)
 DEFAULT_ITERATIONS = 2
 
@@ -94,7 +95,7 @@ def grid(full: bool = False) -> list[Config]:
         for i in iterations
         for a in ALPHAS
         for lam in LAYOUTS
-        for p in PRECISIONS
+        for p in TUNED_PRECISIONS
     ]
 
 
@@ -430,8 +431,7 @@ def _validate(c: Config) -> None:
         raise ForgeError(f"alpha must lie in [0, 1], got {c.alpha}")
     if c.layout not in LAYOUTS:
         raise ForgeError(f"layout must be one of {', '.join(LAYOUTS)}, got '{c.layout}'")
-    if c.precision not in PRICED:
-        raise ForgeError(f"precision must be one of {', '.join(PRICED)}, got '{c.precision}'")
+    check_precision(c.precision)
     if c.iterations < 1:
         raise ForgeError(f"iterations must be at least 1, got {c.iterations}")
 

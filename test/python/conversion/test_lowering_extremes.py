@@ -76,7 +76,7 @@ def lower_and_run(
     function `text`."""
     function = entry_function(parse_module(text))
     ops = [op for op in function.body.block.ops if not isinstance(op, func.ReturnOp)]
-    segment = build_segment(ops, "fp32", options)
+    segment = build_segment(ops, options)
     by_arg = dict(zip(function.body.block.args, inputs, strict=True))
     (want,) = ReferenceExecutor(function, {}, len(inputs))(*inputs)
     (got,) = segment(*[by_arg[v] for v in segment.inputs])
@@ -153,7 +153,7 @@ def test_maximum_without_the_binding_runs_on_the_cpu(monkeypatch: pytest.MonkeyP
     function = entry_function(parse_module(COMPOSED["maximum"]))
     ops = [op for op in function.body.block.ops if not isinstance(op, func.ReturnOp)]
     with pytest.raises(NoNpuLowering, match="eltwise_max"):
-        build_segment(ops, "fp32")
+        build_segment(ops)
 
 
 MLP = "tensor<2x5x16xf32>, %w: tensor<12x16xf32>, %b: tensor<12xf32>"

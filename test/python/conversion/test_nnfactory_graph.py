@@ -32,6 +32,7 @@ from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.reference import ReferenceExecutor
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_assign_precision import record_precision
 
 FP32_ABS = 1e-4
 FP16_REL = 2e-2
@@ -62,7 +63,8 @@ def lower_and_compare(
     """Lower the function body as one segment; return its worst error against the CPU
     reference (absolute for fp32, relative to the output's magnitude for fp16)."""
     function = entry_function(parse_module(text))
-    segment = build_segment(body_ops(function), precision)
+    record_precision(function, precision)  # the IR states it, as after the pipeline
+    segment = build_segment(body_ops(function))
     tensors = random_inputs(function, 0, positive, high)
     by_arg = dict(zip(function.body.block.args, tensors, strict=True))
     expected = ReferenceExecutor(function, {}, len(tensors))(*tensors)
@@ -469,7 +471,9 @@ def test_identical_segments_compile_once() -> None:
     assert second.graph is first.graph and second.cached
     assert STATS.compiles - before[0] == (0 if first.cached else 1)
     assert STATS.hits - before[1] == (2 if first.cached else 1)
-    fp16 = build_segment(body_ops(entry_function(parse_module(text))), "fp16")
+    fp16_function = entry_function(parse_module(text))
+    record_precision(fp16_function, "fp16")
+    fp16 = build_segment(body_ops(fp16_function))
     other_eps = build_segment(body_ops(entry_function(parse_module(text.replace("e-05", "e-06")))))
     assert len({id(s.graph) for s in (first, fp16, other_eps)}) == 3
 
@@ -523,11 +527,13 @@ def test_int8_activation_apart_follows_the_int8_rule(
     generator = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, 32, generator=generator) * 4
     w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
-    ops = body_ops(entry_function(parse_module(text)))
-    fused = build_segment(ops, "int8")
-    build_segment(ops, "int8", BuildOptions(linear_kernels=((rows, "apart"),)))  # fp32 rule
+    function = entry_function(parse_module(text))
+    record_precision(function, "int8")
+    ops = body_ops(function)
+    fused = build_segment(ops)
+    build_segment(ops, BuildOptions(linear_kernels=((rows, "apart"),)))  # the fp32 rule
     assert barriers == []
-    apart = build_segment(ops, "int8", BuildOptions(int8_kernels=((rows, "apart"),)))
+    apart = build_segment(ops, BuildOptions(int8_kernels=((rows, "apart"),)))
     assert len(barriers) == 1
     (want,) = fused(x, w, b)
     (got,) = apart(x, w, b)
@@ -645,10 +651,11 @@ class MixedExecutor:
         self.weights = {a: weights[a.name_hint] for a in args[num_inputs:]}
         self.steps: list[tuple[Callable, Sequence[SSAValue], Sequence[SSAValue]]] = []
         self.segments: list[Segment] = []
+        record_precision(function, precision)  # the IR states it
         for device, group in itertools.groupby(body_ops(function), key=device_of):
             ops = list(group)
             if device == "npu":
-                segment = build_segment(ops, precision)
+                segment = build_segment(ops)
                 self.segments.append(segment)
                 self.steps.append((segment, segment.inputs, segment.outputs))
             else:
@@ -743,7 +750,8 @@ def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
         q, scale = quantize_int8(weight, 1, np.dtype(np.float32))
         reference = torch.from_numpy(q).float() * torch.from_numpy(scale)
     expected = probe @ reference.T
-    segment = build_segment(body_ops(function), precision, constants={w: weight.clone()})
+    record_precision(function, precision)
+    segment = build_segment(body_ops(function), constants={w: weight.clone()})
     assert segment.graph is not None and segment.graph.keepalive
     gc.collect()
     _ = [torch.full((16, 8), 7.0) for _ in range(64)]  # reuse freed memory if any

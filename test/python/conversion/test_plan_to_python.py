@@ -29,6 +29,7 @@ from forge.runtime.precision import linear_ops
 from forge.tools.forge_opt import main
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import load_profile
+from forge.transforms.npu_assign_precision import record_precision
 
 SAMPLE = Path(__file__).parents[2] / "samples" / "gpt2_attention.mlir"
 
@@ -62,9 +63,8 @@ def check_program(
     options = BuildOptions.for_host(
         load_profile(profile) if profile else None, granularity=granularity, weights_as=weights_as
     )
-    executor = CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, options
-    )
+    record_precision(entry_function(module), precision)  # the IR states it
+    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
     source = plan_to_python(module, precision, granularity, weights_as, profile=str(profile or ""))
     assert source.count(" = seg") + source.count("\n    seg") >= len(executor.segments)
     assert f"{len(executor.segments)} NNFactory segment(s)" in source
@@ -334,23 +334,23 @@ def test_arena_layout_needs_an_allocation() -> None:
 
 
 def test_precisions_are_spelled_once() -> None:
-    """Every precision list is `dtypes.PRECISIONS`: the graph's activation dtypes, the
+    """Every precision list is `dtypes.PROGRAM_PRECISIONS`: the graph's activation dtypes, the
     plan printer, and the CLI's choices (as is `GRANULARITIES`)."""
     from forge.cli import build_parser
 
-    assert tuple(nnfactory_graph.PRECISIONS) == dtypes.PRECISIONS
+    assert tuple(nnfactory_graph.ACTIVATION_DTYPES) == dtypes.PROGRAM_PRECISIONS
     assert nnfactory_graph.QUANTIZED_PRECISIONS is dtypes.QUANTIZED_PRECISIONS
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
     for name in ("compile", "ablate"):
         options = {a.dest: a.choices for a in commands[name]._actions}
-        assert tuple(options["precision"]) == dtypes.PRECISIONS
+        assert tuple(options["precision"]) == dtypes.PROGRAM_PRECISIONS
     granularity = {a.dest: a.choices for a in commands["compile"]._actions}["granularity"]
     assert tuple(granularity) == GRANULARITIES
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()
     plan(module)
-    with pytest.raises(ForgeError, match=", ".join(dtypes.PRECISIONS)):
+    with pytest.raises(ForgeError, match=", ".join(dtypes.PROGRAM_PRECISIONS)):
         plan_to_python(module, "int4")
 
 

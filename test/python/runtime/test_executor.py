@@ -22,6 +22,7 @@ from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
 from forge.transforms.forge_pipeline import PlanReport, plan
+from forge.transforms.npu_assign_precision import record_precision
 
 MODELS = ["gpt2", "llama-3.2-1b"]
 FP32_ABS = 1e-4
@@ -43,9 +44,8 @@ def executor_for(
 ):
     program = tiny.program
     options = options or BuildOptions(granularity=granularity)
-    return CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, options
-    )
+    record_precision(entry_function(module), precision)  # the IR states it
+    return CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
 
 
 def agreement(tiny, executor, num_inputs: int = 3):
@@ -144,7 +144,8 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
         weights = {n: w.half().float() if n in linear else w for n, w in weights.items()}
     else:
         assert not any(s.graph.copies for s in executor.segments if s.graph is not None)
-    reference = CompiledNPUExecutor(module, weights, num_inputs, "fp32")
+    record_precision(entry_function(module), "fp32")
+    reference = CompiledNPUExecutor(module, weights, num_inputs)
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     for a, e in zip(executor(*inputs), reference(*inputs), strict=True):
         assert a.dtype == e.dtype == torch.float32 and a.shape == e.shape

@@ -19,6 +19,7 @@ from forge.dialects.context import entry_function, parse_module
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_assign_precision import record_precision
 
 LINEAR_AND_ADDMM = """
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
@@ -107,9 +108,8 @@ def run_tiny(
             if isinstance(op, npu.WEIGHTED_LINEAR_OPS):
                 op.attributes["precision"] = StringAttr(annotate)
     program = tiny.program
-    executor = CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, options
-    )
+    record_precision(entry_function(module), precision)  # the IR states it
+    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     expected = eager_outputs(tiny.model, tiny.args, tiny.kwargs)
     actual = executor(*inputs)

@@ -23,7 +23,7 @@ from forge.tuning.autotune import (
     ALPHAS,
     DEFAULT,
     LAYOUTS,
-    PRECISIONS,
+    TUNED_PRECISIONS,
     Config,
     ConfigLatency,
     grid,
@@ -41,7 +41,7 @@ def test_default_grid_is_alpha_layout_precision_at_two_rounds() -> None:
     assert len(full) == 135 == len(set(full))
     assert {c.alpha for c in full} == set(ALPHAS)
     assert {c.layout for c in full} == set(LAYOUTS)
-    assert {c.precision for c in full} == set(PRECISIONS)
+    assert {c.precision for c in full} == set(TUNED_PRECISIONS)
     assert {c.iterations for c in full} == {1, 2, 3}
     assert DEFAULT in default
 
