@@ -80,6 +80,9 @@ more memory touched and 89 s to compile against 45 s on an AMD EPYC Zen 3, 2 cor
 where first touches of new memory cost about 10 s per GiB)."""
 
 SNIPPETS_ENV = "NNFACTORY_SNIPPETS_MODE"
+BLOBS_ENV = "NNFACTORY_CACHE_DIR"
+"""OpenVINO's model cache folder, read by NNFactory's C++ at every graph compile
+(scripts/build_nnfactory.sh) on a core that keeps the last setting."""
 DYNAMIC_QUANTIZATION_ENV = "NNFACTORY_DYNAMIC_QUANTIZATION_GROUP_SIZE"
 
 DYNAMIC_QUANTIZATION_GROUP = 32
@@ -121,6 +124,10 @@ class BuildOptions:
     quantization_group: str | None = field(
         default_factory=lambda: os.environ.get(DYNAMIC_QUANTIZATION_ENV)
     )
+    blob_folder: str | None = field(default=None, compare=False)
+    """Where OpenVINO writes (and finds) its compiled blobs: a compile cache entry's
+    folder, "" for none; None leaves it to the user's NNFACTORY_CACHE_DIR. Not a choice
+    of what is built: no key holds it."""
 
     def __post_init__(self) -> None:
         if self.weights_as not in WEIGHT_BINDINGS:
@@ -163,6 +170,17 @@ class BuildOptions:
             int8_dynamic=profile.int8_dynamic_rule(),
             **choices,
         )
+
+    def settings(self, ops: Sequence[Operation], fp32: bool, int8: bool) -> dict[str, str]:
+        """NNFactory's settings for compiling the graph of `ops` (`nnfactory_env`): its
+        snippets mode, its quantization group (`fp32`, `int8`: see `snippets_for`,
+        `quantization_group_for`) and OpenVINO's blob folder."""
+        blobs = self.blob_folder
+        return {
+            SNIPPETS_ENV: self.snippets_for(ops, measured=fp32),
+            DYNAMIC_QUANTIZATION_ENV: self.quantization_group_for(ops, int8),
+            BLOBS_ENV: blobs if blobs is not None else os.environ.get(BLOBS_ENV, ""),
+        }
 
     def graph_key(self) -> Hashable:
         """The choices a graph's contents depend on, for the key of a compiled graph."""

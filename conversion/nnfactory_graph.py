@@ -513,19 +513,19 @@ def _compile(
 
 
 def _settings(build: _Build, builder: GraphBuilder) -> dict[str, str]:
-    """NNFactory's settings for this graph's compile (snippets mode, quantization
-    group), each recorded as the builder's decision."""
+    """NNFactory's settings for this graph's compile (`BuildOptions.settings`), the
+    snippets mode and quantization group each recorded as the builder's decision."""
     storages = builder.storages.values()
     fp32 = builder.float_dtype is np.float32 and all(s == "float" for s in storages)
     int8 = any(storage == "int8" for storage in storages)
-    snippets = build.options.snippets_for(build.ops, measured=fp32)
-    group = build.options.quantization_group_for(build.ops, int8)
+    settings = build.options.settings(build.ops, fp32, int8)
     rows = graph_rows(build.ops) or 0
-    builder.decisions.append(Decision(-1, "graph", rows, "snippets", snippets, SNIPPETS_ENV))
-    builder.decisions.append(
-        Decision(-1, "graph", rows, "quantization group", group, DYNAMIC_QUANTIZATION_ENV)
-    )
-    return {SNIPPETS_ENV: snippets, DYNAMIC_QUANTIZATION_ENV: group}
+    for kind, name in (
+        ("snippets", SNIPPETS_ENV),
+        ("quantization group", DYNAMIC_QUANTIZATION_ENV),
+    ):
+        builder.decisions.append(Decision(-1, "graph", rows, kind, settings[name], name))
+    return settings
 
 
 def _address(node: Node) -> int:

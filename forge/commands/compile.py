@@ -56,7 +56,7 @@ def run(ns: argparse.Namespace) -> int:
     from forge.frontend.loading import load_model, ordered_inputs
     from forge.runtime.agreement import FP32_LIMIT, judge_samples
     from forge.runtime.cache_files import plan_summary
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
 
     if ns.runs < 1:
         raise ForgeError("--runs must be at least 1")

@@ -35,8 +35,9 @@ from forge.conversion.capabilities import PAGED_BLOCK
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
+from forge.runtime.compile import CompileReport, compile_model
 from forge.runtime.compile_cache import CompileCache
-from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.threads import graph_threads
 
 

@@ -476,7 +476,7 @@ def _compile_case(loaded: Loaded, config: Config) -> _Case:
     """`compile_model` at the configuration's precision, with its alpha, layout and
     iterations for forge-pipeline (`compile_model`'s `pipeline`): the executor `forge
     compile` builds."""
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
 
     _validate(config)
     if any(p.is_meta for p in loaded.model.parameters()):

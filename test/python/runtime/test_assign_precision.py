@@ -14,7 +14,8 @@ from xdsl.ir import BlockArgument
 
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
-from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.runtime.compile import compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import plan
 
 

@@ -20,7 +20,8 @@ from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
-from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.runtime.compile import compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import PlanReport, plan
 from forge.transforms.npu_assign_precision import record_precision
 

@@ -152,7 +152,7 @@ def test_dynamic_quantization_compiles_its_own_graphs_and_stays_close() -> None:
 
 
 def test_dynamic_quantization_needs_int8_weights() -> None:
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
     from forge.runtime.generate import compile_lm
 
     tiny = load_tiny("gpt2")

@@ -202,7 +202,7 @@ def test_pipeline_options_reach_plan_through_compile_model() -> None:
     """`forge autotune --latency` compiles through compile_model: a configuration's
     alpha, layout and iterations travel as its `pipeline` record, build what the same
     keywords to plan() build, and are checked before anything is captured."""
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
 
     tiny = load_tiny("gpt2")
     options = {"alpha": 0.2, "layout": "contiguous", "iterations": 1}
