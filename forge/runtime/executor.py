@@ -22,7 +22,6 @@ import itertools
 import os
 import resource
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import (
@@ -40,7 +39,6 @@ from forge.conversion.cpu_kernels import (
     packed_linear_kernel,
     wants_threads,
 )
-from forge.conversion.graph_call import GraphCall
 from forge.conversion.kernel_choice import BuildOptions, Decision
 from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
 from forge.conversion.segments import arena_layout, check_memory, device_runs, npu_groups
@@ -53,45 +51,13 @@ from forge.runtime.compile_cache import (
     cache_root,
 )
 from forge.runtime.input_contract import input_contract
+from forge.runtime.kv_state import mark_state_inputs, pin_cache_rows
+from forge.runtime.steps import Step
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
 from forge.transforms.npu_fold_constants import is_deterministic
-from forge.transforms.npu_linear_scan import AllocationReport, byte_size
-from forge.transforms.npu_liveness import is_view
+from forge.transforms.npu_linear_scan import AllocationReport
 from forge.transforms.npu_schedule_affinity import check_schedule
-
-
-@dataclass(frozen=True)
-class Step:
-    run: Callable[..., Any]
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    device: str
-    """Where the step runs: "npu" for an NNFactory segment, else "cpu"."""
-    segment: bool
-    """An NNFactory segment call (returns a tuple); else a CPU kernel (a value for one
-    output, a sequence for several)."""
-    targets: tuple[torch.Tensor | None, ...] = ()
-    """Per output: its view of the arena (the physical buffer linear scan chose), or
-    None for outputs that get fresh storage (function results, views, dynamic sizes)."""
-    state_inputs: tuple[int, ...] = ()
-    """Segment steps: the bound inputs (indices into `inputs`) that are state the caller
-    owns, such as a KV cache read by attention (counted apart in `ExecutionStats`)."""
-    threaded: bool = False
-    """A CPU kernel worth torch's whole thread pool (`wants_threads`); the other CPU
-    steps of an executor with segments run on one thread (`forge.runtime.threads`)."""
-    cache_updates: tuple[int, int] | None = None
-    """A step of `npu.cache_update`s: (slot of their positions, dim). The next cache
-    update at the same positions and dim joins it (`cache_updates_kernel`)."""
-    pure: bool = False
-    """A CPU kernel whose results depend only on its inputs' values, with no side effect
-    (`is_deterministic`): it may join a `Table`."""
-    tabled: bool = False
-    """Computed by an earlier step's `Table`: skipped (it still counts its device)."""
-    traffic: tuple[int, int, int] | None = None
-    """Segment steps whose bound inputs and outputs all have static shapes: their
-    (bytes in, state bytes in, bytes out), counted once here instead of summed from the
-    tensors at every call."""
 
 
 @dataclass
@@ -187,35 +153,12 @@ class CompiledNPUExecutor:
             else {}
         )
 
-        runs = list(device_runs(function))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-pack") as packer:
-            self._packing = self._pack_ahead(runs, packer)
-            """Per CPU linear: its packed kernel, being made on `packer`'s thread."""
-            self.packed_ahead = len(self._packing)
-            """CPU linears whose weights were packed while the graphs compiled."""
-            for device, ops in runs:
-                if device == "npu":
-                    self._add_npu_run(ops)
-                else:
-                    self._add_cpu(ops[0])
+        self._build_steps(function)
         self.spilled_copy_bytes = self._spill_copies()
         """Weights converted or quantized for the graphs, moved out of the resident set
         once compiled (`_spill_copies`)."""
         self.arena, self.arena_values = self._bind_buffers(function, allocation)
-        terminator = function.body.block.last_op
-        assert isinstance(terminator, func.ReturnOp)
-        slots = tuple(self._slot(v) for v in terminator.arguments)
-        user_results = len(slots) - len(self._writes)
-        self._results = slots[:user_results]
-        self._write_slots = tuple((slots[r], a) for r, a in npu.copied_write_backs(function))
-        """(result slot, argument slot): copied back after a call (an `npu.cache_update`
-        wrote the others in place)."""
-        self._steps = self._mark_state_inputs(function, written)
-        self.pinned_rows = self._pin_cache_rows()
-        """Graph results written straight into one buffer the cache updates read."""
-        self.table = self._tabulate(function, written)
-        """The `Table` of CPU results keyed by small inputs (a decode step's mask), or
-        None."""
+        self._bind_results(function, written)
         self.npu_ops = sum(len(s.ops) for s in self.segments)
         self.compile_seconds = sum(s.compile_seconds for s in self.segments)
         """NNFactory build+compile time of the graphs this executor compiled (cache hits
@@ -231,6 +174,40 @@ class CompiledNPUExecutor:
         self.total_stats = ExecutionStats()
         self.released_bytes = 0
         """Model memory `release_weights` moved out of the resident set."""
+
+    def _build_steps(self, function: func.FuncOp) -> None:
+        """One step per NNFactory segment and per CPU op, in schedule order; the CPU
+        linears' weights packed on a thread of their own while the graphs compile."""
+        runs = list(device_runs(function))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-pack") as packer:
+            self._packing = self._pack_ahead(runs, packer)
+            """Per CPU linear: its packed kernel, being made on `packer`'s thread."""
+            self.packed_ahead = len(self._packing)
+            """CPU linears whose weights were packed while the graphs compiled."""
+            for device, ops in runs:
+                if device == "npu":
+                    self._add_npu_run(ops)
+                else:
+                    self._add_cpu(ops[0])
+
+    def _bind_results(self, function: func.FuncOp, written: set[int]) -> None:
+        """Where the results and write-backs are, the state the segments read (the KV
+        caches, `forge.runtime.kv_state`) and the table of CPU results."""
+        terminator = function.body.block.last_op
+        assert isinstance(terminator, func.ReturnOp)
+        slots = tuple(self._slot(v) for v in terminator.arguments)
+        user_results = len(slots) - len(self._writes)
+        self._results = slots[:user_results]
+        self._write_slots = tuple((slots[r], a) for r, a in npu.copied_write_backs(function))
+        """(result slot, argument slot): copied back after a call (an `npu.cache_update`
+        wrote the others in place)."""
+        self._steps = mark_state_inputs(function, self._steps, self._slots, written)
+        returned = (*self._results, *(result for result, _ in self._write_slots))
+        self.pinned_rows = pin_cache_rows(self._steps, returned)
+        """Graph results written straight into one buffer the cache updates read."""
+        self.table = self._tabulate(function, written)
+        """The `Table` of CPU results keyed by small inputs (a decode step's mask), or
+        None."""
 
     @property
     def granularity(self) -> str:
@@ -369,62 +346,6 @@ class CompiledNPUExecutor:
             self.segments.append(segment)
             self._steps.append(Step(segment, inputs, outputs, "npu", True))
 
-    def _mark_state_inputs(self, function: func.FuncOp, written: set[int]) -> list[Step]:
-        """The steps, each segment's bound inputs that hold state marked: the written
-        arguments, the caches updated in place and views of either."""
-        args = function.body.block.args
-        state: set[SSAValue] = {args[i] for i in written}
-        for op in function.body.block.ops:
-            if op.operands and op.operands[0] in state and is_view(op):
-                state.update(op.results)
-        slots = {self._slots[v] for v in state if v in self._slots}
-        steps = []
-        for step in self._steps:
-            if not step.segment:
-                steps.append(step)
-                continue
-            state_inputs = tuple(i for i in step.run.bound if step.inputs[i] in slots)
-            traffic = _static_traffic(step.run, state_inputs)
-            steps.append(replace(step, state_inputs=state_inputs, traffic=traffic))
-        return steps
-
-    def _pin_cache_rows(self) -> int:
-        """Have the graph write the rows a run of cache updates copies into the caches
-        (a decode step's new keys and values) into one buffer of its own, bound once
-        (`GraphCall.pin`): the update step then reads them as one block, and into caches
-        that are slices of one tensor it writes them in one strided copy
-        (`cache_updates_kernel`). Only rows nothing else reads: no other step, no
-        function result, no arena buffer. Returns how many rows were pinned."""
-        uses = Counter(slot for step in self._steps for slot in step.inputs)
-        uses.update((*self._results, *(r for r, _ in self._write_slots)))
-        producers = {
-            slot: (position, index)
-            for position, step in enumerate(self._steps)
-            if step.segment
-            for index, slot in enumerate(step.outputs)
-        }
-        pinned = 0
-        for step in self._steps:  # entries are replaced in place, never added
-            if step.cache_updates is None or step.tabled:
-                continue
-            rows = step.inputs[2::2]
-            if len(rows) < 2 or any(uses[r] != 1 or r not in producers for r in rows):
-                continue
-            if len({producers[r][0] for r in rows}) != 1:
-                continue
-            position = producers[rows[0]][0]
-            segment_step = self._steps[position]
-            outputs = [producers[r][1] for r in rows]
-            if not _pin_block(segment_step.run.call, outputs):
-                continue
-            pinned += len(outputs)
-            if segment_step.targets:  # pinned, not in the arena buffer linear scan gave
-                targets = tuple(
-                    None if i in outputs else t for i, t in enumerate(segment_step.targets)
-                )
-                self._steps[position] = replace(segment_step, targets=targets)
-        return pinned
-
     def _tabulate(self, function: func.FuncOp, written: set[int]) -> Table | None:
         """Compute the CPU steps computable from small inputs alone in one `Table` step,
         placed before the first of them; they stay in place, skipped, so the device
@@ -543,37 +464,6 @@ class CompiledNPUExecutor:
         self.stats = stats
         self.total_stats.add(stats)
         return tuple(env[i] for i in self._results)
-
-
-def _pin_block(call: GraphCall, outputs: Sequence[int]) -> bool:
-    """Pin `outputs` of `call` (graph results of one shape and dtype, a batch of one)
-    to consecutive slices of one new buffer: all of them, or none (False)."""
-    shapes = {call.output_shape(i) for i in outputs}
-    dtypes = {call.dtypes[i] for i in outputs}
-    if len(shapes) != 1 or len(dtypes) != 1 or len(set(outputs)) != len(outputs):
-        return False
-    shape = shapes.pop()
-    if not shape or shape[0] != 1:
-        return False
-    block = torch.empty((len(outputs), *shape[1:]), dtype=dtypes.pop())
-    if not all(call.can_pin(i, block[k : k + 1]) for k, i in enumerate(outputs)):
-        return False
-    for k, i in enumerate(outputs):
-        call.pin(i, block[k : k + 1])
-    return True
-
-
-def _static_traffic(segment: Segment, state_inputs: Sequence[int]) -> tuple[int, int, int] | None:
-    """A segment's (bytes in, state bytes in, bytes out) per call from the IR's types,
-    or None where a bound input or an output has a dynamic shape."""
-    if not all(isinstance(v.type, TensorType) for v in [*segment.inputs, *segment.outputs]):
-        return None
-    bound = {i: byte_size(segment.inputs[i].type) for i in segment.bound}
-    out = [byte_size(v.type) for v in segment.outputs]
-    if None in bound.values() or None in out:  # state inputs are bound inputs
-        return None
-    state = sum(bound[i] for i in state_inputs)  # type: ignore[misc]
-    return sum(bound.values()), state, sum(out)  # type: ignore[arg-type]
 
 
 def _store(value: Any, target: torch.Tensor | None) -> Any:
