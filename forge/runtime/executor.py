@@ -13,6 +13,10 @@ The result is a flat list of steps (callable, input slots, output slots, device)
 a list of values, as in `ReferenceExecutor`; weights are bound once, in the template, and
 converted (or quantized, under `int8`/`mixed`) once, when their segment is built.
 A call copies the template, feeds the inputs and runs the steps in order.
+
+The executor is the plan builder and its runner only: `forge.runtime.compile` drives a
+whole compile, `forge.runtime.kv_state` holds the KV cache's side of the plan, and every
+graph follows the `BuildOptions` record it is given.
 """
 
 from __future__ import annotations
