@@ -453,3 +453,30 @@ def test_a_build_on_a_worker_thread_follows_the_callers_options() -> None:
     assert worker.segments[0].graph is not here.segments[0].graph
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
     torch.testing.assert_close(worker(*inputs)[0], here(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_int8_dynamic_note_says_what_the_graphs_were_built_with(tmp_path) -> None:
+    """A profile that measured quantized activations faster at 2 rows: the 2-row int8
+    MLP's graph is built quantizing them, and the note (printed from the builder's
+    decisions) names its linears' rows with the times; forced weight-only, no note."""
+    import json
+
+    data = json.loads(APART_PROFILE.read_text())
+    for entry in data["activations"]:
+        entry.update(int8_fused_ms=2.0, int8_apart_ms=2.0, int8_dynamic_ms=1.0)
+    profile = tmp_path / "host-profile-int8-dynamic.json"
+    profile.write_text(json.dumps(data))
+    model, x = _mlp(2)
+    executor, report = compile_model(model, (x,), precision="int8", profile=str(profile))
+    groups = {d.kernel for s in executor.decisions for d in s if d.kind == "quantization group"}
+    assert groups == {"32"}
+    assert [n for n in report.notes if n.startswith("int8 linears at")] == [
+        "int8 linears at 2 row(s) quantize their activations at run time (OpenVINO's "
+        "dynamic quantization, groups of 32; host profile: 2 row(s) weight-only 2 ms, "
+        "quantized 1 ms, 128 row(s) weight-only 2 ms, quantized 1 ms; --weight-only or "
+        "dynamic_quantized=False keeps them fp32)"
+    ]
+    _, weight_only = compile_model(
+        model, (x,), precision="int8", profile=str(profile), dynamic_quantized=False
+    )
+    assert not any(n.startswith("int8 linears at") for n in weight_only.notes)
