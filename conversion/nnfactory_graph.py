@@ -13,8 +13,8 @@ norm, subtraction, rsqrt, expand).
 Anything else raises `NoNpuLowering`, so the caller can run the op on the CPU.
 
 Compiled graphs are cached by the segment's structure (ops, properties, wiring),
-its input/output types, the precision and the kernel choices in force
-(`forge.conversion.kernel_choice`), so identical segments (the layers of a
+its input/output types, the precision and the build options it was given
+(`forge.conversion.kernel_choice.BuildOptions`), so identical segments (the layers of a
 transformer) compile once. A compiled graph is called through
 `forge.conversion.graph_call.GraphCall`.
 """
@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -48,19 +49,22 @@ from forge.conversion.capabilities import Lowering, LoweringFunction, lowering_o
 from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import (
-    choices_key,
-    dynamic_quantization_group,
-    fp16_form,
-    kernel_rule,
+    DYNAMIC_QUANTIZATION_ENV,
+    INT8_APART,
+    KERNEL_REASONS,
+    OWN_KERNEL,
+    SNIPPETS_ENV,
+    BuildOptions,
+    Decision,
+    graph_rows,
     linear_kernel,
     linear_rows,
-    quantization_group_env,
-    snippets_env,
-    snippets_mode,
+    nnfactory_env,
 )
 from forge.conversion.nnfactory_backend import PACKAGE, bindings, load_backend
 from forge.diagnostics import ForgeError
 from forge.dialects import dtypes, npu
+from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
 
 Node = Any
@@ -69,10 +73,10 @@ Node = Any
 INT32_MAX = (1 << 31) - 1
 """A StridedSlice stop that means "to the end" (what torch.export and OpenVINO write)."""
 
-PRECISIONS: dict[str, type[np.floating]] = {
-    precision: np.float32 for precision in dtypes.PRECISIONS
+ACTIVATION_DTYPES: dict[str, type[np.floating]] = {
+    precision: np.float32 for precision in dtypes.PROGRAM_PRECISIONS
 }
-"""Executor precision (`forge.dialects.dtypes.PRECISIONS`) -> the numpy dtype of the
+"""Program precision (`forge.dialects.dtypes.PROGRAM_PRECISIONS`) -> the numpy dtype of the
 graph's float activations: fp32 at every precision, as this CPU has no fp16 arithmetic
 (OpenVINO's CPU plugin runs an fp16 graph in fp32 anyway, after converting every weight
 back to fp32 at compile: measured 11 s per GPT-2 program and a slower decode).
@@ -90,15 +94,17 @@ npu-assign-precision from a per-layer sensitivity measure), which are stored tha
 QUANTIZED_PRECISIONS = dtypes.QUANTIZED_PRECISIONS
 
 
-def graph_input(value: SSAValue, precision: str, constant: bool = False) -> GraphInput:
-    """The binding of segment input `value` under `precision`.
+def graph_input(
+    value: SSAValue, precision: str, options: BuildOptions, constant: bool = False
+) -> GraphInput:
+    """The binding of segment input `value` under `precision` and `options`.
 
     Only linear weights are quantized or kept narrow, at the precision
     `npu.weight_storage` gives (the `precision` attributes npu-assign-precision wrote,
     under `mixed`); every use of the value inside the graph then sees the dequantized
     tensor, so a tied embedding and LM head agree.
     """
-    dtype = numpy_dtype(value, PRECISIONS[precision])
+    dtype = numpy_dtype(value, ACTIVATION_DTYPES[precision])
     if npu.written_in_place(value):
         return GraphInput(dtype, written=True)
     stored = npu.weight_storage(value, precision)
@@ -106,7 +112,7 @@ def graph_input(value: SSAValue, precision: str, constant: bool = False) -> Grap
         return GraphInput(dtype, constant=constant)
     if stored == "fp16":
         rows = max(linear_rows(op) for op in npu.weight_users(value))
-        if fp16_form(rows) == "wide":  # fp32 kernels on the weights as they are: no copy
+        if options.fp16_form(rows) == "wide":  # fp32 kernels on the weights as they are: no copy
             return GraphInput(dtype, constant=constant)
         transposed = constant and _only_in_out_weight(value)
         return GraphInput(dtype, "fp16", constant=constant, transposed=transposed)
@@ -148,6 +154,9 @@ class CompiledGraph:
     baked: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
     """The tensors baked in as constants, by weak reference: the cache key names them by
     `id` and address, which a tensor made after one of them died can take over."""
+    decisions: tuple[Decision, ...] = ()
+    """What the builder chose for the segment's ops and the graph (`GraphBuilder.decide`):
+    every segment sharing the graph shares them."""
 
     def bakes(self, tensors: Sequence[torch.Tensor]) -> bool:
         """Whether the graph's constants were made of `tensors` themselves (all still
@@ -309,6 +318,11 @@ class Segment:
     def compile_seconds(self) -> float:
         return self.graph.compile_seconds if self.graph is not None and not self.cached else 0.0
 
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        """What the builder chose for this segment's ops (`Decision.index` into `ops`)."""
+        return self.graph.decisions if self.graph is not None else ()
+
     def __call__(
         self, *tensors: torch.Tensor, out: Sequence[torch.Tensor | None] = ()
     ) -> tuple[torch.Tensor, ...]:
@@ -335,33 +349,36 @@ def segment_boundary(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSA
 
 def build_segment(
     ops: Sequence[Operation],
-    precision: str = "fp32",
+    options: BuildOptions | None = None,
     *,
     trace: GraphTrace | None = None,
     constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> Segment:
-    """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once.
+    """Lower `ops` (consecutive, NPU-placed) into one NNFactory graph, compiled once,
+    under `options` (default: `BuildOptions()`, OpenVINO's own kernels), at the
+    precision the IR states (`program_precision_of`).
 
     Inputs in `constants` (weights) are baked into the graph; the others become
     parameters bound per call. With `trace`, the graph is built afresh, bypassing the
     cache both ways, so that every NNFactory call it takes is shown to `trace`.
     """
     constants = constants or {}
-    if precision not in PRECISIONS:
-        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    options = options if options is not None else BuildOptions()
+    precision = program_precision_of(ops)
     inputs, outputs = segment_boundary(ops)
     if not outputs:
         return Segment(ops, inputs, outputs, precision, None, cached=False)
-    specs = [graph_input(v, precision, constant=v in constants) for v in inputs]
+    specs = [graph_input(v, precision, options, constant=v in constants) for v in inputs]
     # Baked tensors are part of what the graph computes: key them by identity, and check
     # on a hit that they are the very tensors (an id and an address outlive a tensor).
     tensors = [constants[v] for v in inputs if v in constants]
-    key = _cache_key(ops, inputs, outputs, precision, specs), baked_key(tensors)
+    key = _cache_key(ops, inputs, outputs, precision, options, specs), baked_key(tensors)
     graph = _GRAPHS.get(key) if trace is None else None
     if graph is not None and graph.bakes(tensors):
         STATS.hits += 1
         return Segment(ops, inputs, outputs, precision, graph, cached=True)
-    graph = _compile(ops, inputs, outputs, PRECISIONS[precision], specs, trace, constants)
+    build = _Build(ops, inputs, outputs, precision, options, specs)
+    graph = _compile(build, trace, constants)
     if trace is not None:
         return Segment(ops, inputs, outputs, precision, graph, cached=False)
     graph.baked = [weakref.ref(t) for t in tensors]
@@ -369,6 +386,16 @@ def build_segment(
     STATS.compiles += 1
     STATS.compile_seconds += graph.compile_seconds
     return Segment(ops, inputs, outputs, precision, graph, cached=False)
+
+
+def program_precision_of(ops: Sequence[Operation]) -> str:
+    """The precision npu-assign-precision recorded on the function holding `ops` (fp32
+    where it did not run): the IR is the one carrier of the precision."""
+    parent = ops[0].parent_op() if ops else None
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    recorded = npu.program_precision(parent) if parent is not None else None
+    return check_precision(recorded) if recorded is not None else "fp32"
 
 
 def baked_key(tensors: Sequence[torch.Tensor]) -> tuple[tuple[int, int], ...]:
@@ -381,6 +408,7 @@ def _cache_key(
     inputs: list[SSAValue],
     outputs: list[SSAValue],
     precision: str,
+    options: BuildOptions,
     specs: list[GraphInput],
 ) -> Hashable:
     """The segment's structure: op names, properties, operand wiring and all types.
@@ -399,7 +427,7 @@ def _cache_key(
         where.update({r: (j, k) for k, r in enumerate(op.results)})
     return (
         precision,
-        choices_key(),
+        options.graph_key(),
         tuple(specs),
         tuple(v.type for v in inputs),
         tuple(body),
@@ -419,12 +447,20 @@ class GraphTrace(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class _Build:
+    """What one graph is built from: its ops and boundary, the precision and options."""
+
+    ops: Sequence[Operation]
+    inputs: list[SSAValue]
+    outputs: list[SSAValue]
+    precision: str
+    options: BuildOptions
+    specs: list[GraphInput]
+
+
 def _compile(
-    ops: Sequence[Operation],
-    inputs: list[SSAValue],
-    outputs: list[SSAValue],
-    float_dtype: type[np.floating],
-    specs: list[GraphInput],
+    build: _Build,
     trace: GraphTrace | None = None,
     constants: Mapping[SSAValue, torch.Tensor] | None = None,
 ) -> CompiledGraph:
@@ -433,49 +469,63 @@ def _compile(
     factory = load_backend().NNFactory()
     builder = GraphBuilder(
         trace.wrap(factory) if trace is not None else factory,
-        float_dtype,
+        ACTIVATION_DTYPES[build.precision],
         share_weights=trace is None,  # a traced build prints `constant`, which copies
+        options=build.options,
+        precision=build.precision,
     )
-    for v, spec in zip(inputs, specs, strict=True):
+    for v, spec in zip(build.inputs, build.specs, strict=True):
         builder.add_parameter(v, spec, (constants or {}).get(v))
-    for op in ops:
+    for index, op in enumerate(build.ops):
         if trace is not None:
             trace.lowering(op)
+        builder.index = index
         builder.lower(op)
     # NNFactory guesses results as "nodes nobody consumed"; a segment's results are
     # the values used after it, which may also be consumed inside it. An output that
     # is an input unchanged (contiguous, eval dropout, float casts) passes through in
     # Python, exact and free; outputs sharing a node share one Result.
-    parameters = {_address(builder.node(v)): i for i, v in enumerate(inputs)}
+    parameters = {_address(builder.node(v)): i for i, v in enumerate(build.inputs)}
     results: dict[int, int] = {}
     sources: list[tuple[bool, int]] = []
-    for v in outputs:
+    for v in build.outputs:
         address = _address(builder.node(v))
         if address in parameters:
             sources.append((False, parameters[address]))
         else:
             sources.append((True, results.setdefault(address, len(results))))
-    if not results:
-        return CompiledGraph(
-            None, time.perf_counter() - start, tuple(specs), tuple(sources), builder.keepalive
-        )
-    nodes = {_address(builder.node(v)): builder.node(v).node for v in outputs}
-    builder.factory.output_nodes = [nodes[address] for address in results]
-    if builder.decompressed and (mark_llm := _mark_llm()) is not None:
-        mark_llm(builder.factory._mm)
-    fp32 = float_dtype is np.float32 and all(s == "float" for s in builder.storages.values())
-    int8 = any(storage == "int8" for storage in builder.storages.values())
-    group = dynamic_quantization_group(ops, int8)
-    with snippets_env(snippets_mode(ops, measured=fp32)), quantization_group_env(group):
-        builder.factory.compile()
-    return CompiledGraph(
-        factory,
-        time.perf_counter() - start,
-        tuple(specs),
-        tuple(sources),
-        builder.keepalive,
-        copies=builder.copies,
+    graph = CompiledGraph(
+        None, 0.0, tuple(build.specs), tuple(sources), builder.keepalive, copies=builder.copies
     )
+    if results:
+        nodes = {_address(builder.node(v)): builder.node(v).node for v in build.outputs}
+        builder.factory.output_nodes = [nodes[address] for address in results]
+        if builder.decompressed and (mark_llm := _mark_llm()) is not None:
+            mark_llm(builder.factory._mm)
+        with nnfactory_env(**_settings(build, builder)):
+            builder.factory.compile()
+        graph.factory = factory
+    else:
+        graph.copies = []
+    graph.decisions = tuple(builder.decisions)
+    graph.compile_seconds = time.perf_counter() - start
+    return graph
+
+
+def _settings(build: _Build, builder: GraphBuilder) -> dict[str, str]:
+    """NNFactory's settings for this graph's compile (`BuildOptions.settings`), the
+    snippets mode and quantization group each recorded as the builder's decision."""
+    storages = builder.storages.values()
+    fp32 = builder.float_dtype is np.float32 and all(s == "float" for s in storages)
+    int8 = any(storage == "int8" for storage in storages)
+    settings = build.options.settings(build.ops, fp32, int8)
+    rows = graph_rows(build.ops) or 0
+    for kind, name in (
+        ("snippets", SNIPPETS_ENV),
+        ("quantization group", DYNAMIC_QUANTIZATION_ENV),
+    ):
+        builder.decisions.append(Decision(-1, "graph", rows, kind, settings[name], name))
+    return settings
 
 
 def _address(node: Node) -> int:
@@ -536,9 +586,24 @@ class GraphBuilder:
     types only matter at the segment boundary, where `Segment.__call__` converts.
     """
 
-    def __init__(self, factory: Any, float_dtype: type[np.floating], share_weights: bool = False):
+    def __init__(
+        self,
+        factory: Any,
+        float_dtype: type[np.floating],
+        share_weights: bool = False,
+        options: BuildOptions | None = None,
+        precision: str = "fp32",
+    ):
         self.factory = factory
         self.float_dtype = float_dtype
+        self.options = options if options is not None else BuildOptions()
+        """The build choices this graph follows."""
+        self.precision = precision
+        """The program's precision (the IR's, npu-assign-precision's)."""
+        self.decisions: list[Decision] = []
+        """Each choice the lowering made, in op order (`decide`)."""
+        self.index = 0
+        """The position in its segment of the op being lowered."""
         self.values: dict[SSAValue, Node] = {}
         self.storages: dict[SSAValue, str] = {}
         """How each segment input is stored (`GraphInput.storage`)."""
@@ -562,6 +627,10 @@ class GraphBuilder:
 
     def numpy_dtype(self, value: SSAValue) -> np.dtype:
         return numpy_dtype(value, self.float_dtype)
+
+    def decide(self, op: Operation, rows: int, kind: str, kernel: str, reason: str) -> None:
+        """Record that the op being lowered took `kernel` for its `kind` of choice."""
+        self.decisions.append(Decision(self.index, op.name, rows, kind, kernel, reason))
 
     def add_parameter(
         self, value: SSAValue, spec: GraphInput, tensor: torch.Tensor | None = None
@@ -857,20 +926,20 @@ def lower_matmul(b: GraphBuilder, op: npu.MatmulOp) -> Node:
 def lower_linear(b: GraphBuilder, op: npu.LinearOp) -> Node:
     b.require_float(op)
     y = b.linear(op.input, op.weight, op.bias, weight_in_out=False)
-    return _onednn_switch(b, y) if _linear_kernel(b, op) == "onednn" else y
+    return _onednn_switch(b, y) if _linear_kernel(b, op, activation=False) == "onednn" else y
 
 
 def lower_addmm(b: GraphBuilder, op: npu.AddmmOp) -> Node:
     b.require_float(op)
     y = b.linear(op.input, op.weight, op.bias, weight_in_out=True)
-    return _onednn_switch(b, y) if _linear_kernel(b, op) == "onednn" else y
+    return _onednn_switch(b, y) if _linear_kernel(b, op, activation=False) == "onednn" else y
 
 
 def lower_fused_linear(b: GraphBuilder, op: npu.FusedLinearOp) -> Node:
     b.require_float(op)
     y = b.linear(op.input, op.weight, op.bias, weight_in_out=op.weight_in_out is not None)
     activation = ACTIVATIONS[op.activation.data]
-    kernel = _linear_kernel(b, op)
+    kernel = _linear_kernel(b, op, activation=activation is not None)
     if activation is None:
         return _onednn_switch(b, y) if kernel == "onednn" else y
     if kernel == "apart":
@@ -895,13 +964,33 @@ def _gelu_tanh_by_sigmoid(b: GraphBuilder, x: Node) -> Node:
     return f.eltwise_mul(x, f.sigmoid(f.eltwise_mul(x, slope)))
 
 
-def _linear_kernel(b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp) -> str:
-    """The kernel `linear_kernels` asks for: fp32 weights in an fp32 graph choose among
-    `LINEAR_KERNELS` (MLAS takes no other), int8 weights among `INT8_KERNELS`."""
+FP16_REASONS = {
+    "narrow": "kept fp16 in OpenVINO's kernel",
+    "wide": "run as the fp32 weights, with the fp32 kernels",
+}
+
+
+def _linear_kernel(
+    b: GraphBuilder, op: npu.LinearOp | npu.AddmmOp | npu.FusedLinearOp, activation: bool
+) -> str:
+    """The kernel the options' rule asks for (fp32 weights in an fp32 graph choose among
+    `LINEAR_KERNELS`, MLAS takes no other; int8 weights among `INT8_KERNELS`), recorded
+    with the form the weights took (`GraphBuilder.decide`). `activation`: whether the
+    linear fuses one (only then is "apart" a change, and "onednn" only without one)."""
     storage = b.storages.get(op.weight, "float")
+    rows = linear_rows(op)
+    if npu.weight_storage(op.weight, b.precision) == "fp16":
+        form = "narrow" if storage == "fp16" else "wide"
+        b.decide(op, rows, "fp16 weights", form, FP16_REASONS[form])
     if b.float_dtype is not np.float32 or storage not in ("float", "int8"):
         return "fused"
-    return linear_kernel(kernel_rule(storage), linear_rows(op))
+    kernel = linear_kernel(b.options.kernel_rule(storage), rows)
+    moved = kernel == ("apart" if activation else "onednn")
+    if storage == "int8":
+        b.decide(op, rows, "int8 kernel", kernel, INT8_APART if moved else OWN_KERNEL)
+    else:
+        b.decide(op, rows, "kernel", kernel, KERNEL_REASONS[kernel] if moved else OWN_KERNEL)
+    return kernel
 
 
 def _fusion_barrier(b: GraphBuilder, y: Node) -> Node:

@@ -105,5 +105,5 @@ def unpack_array(data: str, dtype: Any, shape: Sequence[int]) -> np.ndarray:
 def compile_with_snippets(factory: Any, mode: str) -> None:
     """`factory.compile()` with OpenVINO's snippets `mode`, as `compile_model` compiled
     the graph (printed programs call it where the host profile turned snippets on)."""
-    with kernel_choice.snippets_env(mode):
+    with kernel_choice.nnfactory_env(**{kernel_choice.SNIPPETS_ENV: mode}):
         factory.compile()

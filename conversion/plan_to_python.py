@@ -42,7 +42,7 @@ from xdsl.utils.target import Target
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
-from forge.conversion.kernel_choice import host_choices
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_graph import (
     NoNpuLowering,
     Segment,
@@ -62,9 +62,10 @@ from forge.conversion.segments import (
 from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
-from forge.dialects.dtypes import PRECISIONS
+from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC
 from forge.transforms.host_profile import load_profile
+from forge.transforms.npu_assign_precision import record_precision
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
 
 
@@ -248,6 +249,21 @@ class _Placeholders(Mapping[SSAValue, torch.Tensor]):
         return self._by_id.get(id(tensor))
 
 
+def _state_precision(function: func.FuncOp, precision: str) -> str:
+    """The IR carries the precision the graphs are built at: `precision` is recorded in
+    IR planned without one; IR that recorded one is printed at it (fp32 asks for
+    nothing), and another precision asked for is an error."""
+    recorded = npu.program_precision(function)
+    if recorded is None:
+        record_precision(function, precision)
+        return precision
+    if precision not in ("fp32", recorded):
+        raise ForgeError(
+            f"the IR was assigned precision {recorded} (npu-assign-precision), not {precision}"
+        )
+    return recorded
+
+
 def plan_to_python(
     module: ModuleOp | func.FuncOp,
     precision: str = "fp32",
@@ -262,9 +278,8 @@ def plan_to_python(
     Arguments from `num_inputs` on are the weights (by default those from the first
     whose name has a dot on, as the importer names them by state-dict key). With a host
     `profile` the graphs are built as `compile_model` builds them with it (its rule for
-    the linears' kernels, `linear_kernels`); without, in OpenVINO's default form."""
-    if precision not in PRECISIONS:
-        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    the linears' kernels, `BuildOptions.for_host`); without, in OpenVINO's default form."""
+    check_precision(precision)
     if granularity not in GRANULARITIES:
         raise ForgeError(
             f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"
@@ -273,7 +288,10 @@ def plan_to_python(
         raise ForgeError(f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{weights}'")
     function = entry_function(module)
     _check_planned(function)
-    host = load_profile(profile) if profile else None
+    precision = _state_precision(function, precision)
+    options = BuildOptions.for_host(
+        load_profile(profile) if profile else None, granularity=granularity, weights_as=weights
+    )
     args = list(function.body.block.args)
     if num_inputs is None:
         num_inputs = infer_num_inputs(function)
@@ -319,8 +337,8 @@ def plan_to_python(
             inputs, _ = segment_boundary(group)
             trace = SegmentTrace(names(inputs), placeholders.name_of)
             try:
-                with recording(trace), host_choices(host):
-                    segment = build_segment(group, precision, trace=trace, constants=placeholders)
+                with recording(trace):
+                    segment = build_segment(group, options, trace=trace, constants=placeholders)
             except NoNpuLowering as e:
                 for op in group:
                     add_cpu(op, f" (placed on the NPU; NNFactory cannot lower it: {e.args[0]})")
@@ -484,10 +502,7 @@ class PythonTarget(Target):
             raise ValueError(
                 f"granularity must be one of {', '.join(GRANULARITIES)}, got '{self.granularity}'"
             )
-        if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'"
-            )
+        check_precision(self.precision, ValueError)
         if self.weights not in WEIGHT_BINDINGS:
             raise ValueError(
                 f"weights must be one of {', '.join(WEIGHT_BINDINGS)}, got '{self.weights}'"

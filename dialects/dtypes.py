@@ -2,8 +2,9 @@
 
 `DTYPES`/`TORCH_DTYPES` translate between torch dtypes and the builtin element types
 the `npu` dialect uses (the importer, constant folding and the CPU kernels share them);
-`PRECISIONS` are the executor's weight precisions, which `npu-assign-precision`
-writes into the IR and everything downstream reads back.
+`PROGRAM_PRECISIONS` are the whole-program precisions, which `npu-assign-precision`
+writes into the IR and everything downstream reads back; `check_precision` is the one
+check of a precision's name.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from xdsl.dialects.builtin import (
 )
 
 # Defined without torch, for the CLI's start-up; the names every layer imports are these.
-from forge.dialects.precisions import PRECISIONS, QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
+from forge.diagnostics import ForgeError
+from forge.dialects.precisions import PROGRAM_PRECISIONS, QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
 
 DTYPES: dict[torch.dtype, Attribute] = {
     torch.float32: Float32Type(),
@@ -38,10 +40,20 @@ DTYPES: dict[torch.dtype, Attribute] = {
 }
 TORCH_DTYPES: dict[Attribute, torch.dtype] = {v: k for k, v in DTYPES.items()}
 
+
+def check_precision(precision: str, error: type[Exception] = ForgeError) -> str:
+    """`precision`, when it is one of `PROGRAM_PRECISIONS`: the one check of its name
+    (`error`: ValueError for a pass's or a target's option, as xDSL reports those)."""
+    if precision not in PROGRAM_PRECISIONS:
+        raise error(f"precision must be one of {', '.join(PROGRAM_PRECISIONS)}, got '{precision}'")
+    return precision
+
+
 __all__ = [
     "DTYPES",
-    "PRECISIONS",
+    "PROGRAM_PRECISIONS",
     "QUANTIZED_PRECISIONS",
     "TORCH_DTYPES",
     "WEIGHT_PRECISIONS",
+    "check_precision",
 ]

@@ -5,7 +5,7 @@ as `--precision` choices without importing torch at start-up."""
 
 from __future__ import annotations
 
-PRECISIONS = ("fp32", "fp16", "int8", "mixed")
+PROGRAM_PRECISIONS = ("fp32", "fp16", "int8", "mixed")
 """Whole-program precisions, by how linear weights are stored: fp32, fp16, int8, or mixed
 (each linear's weight fp16 or int8 by measured sensitivity). On this CPU's OpenVINO
 plugin the activations are fp32 under every one (docs/executor.md, Precisions)."""

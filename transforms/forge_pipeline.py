@@ -23,11 +23,7 @@ included, which is how `forge ablate` builds its variants.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Self
 
 from xdsl.context import Context
@@ -176,30 +172,10 @@ class PlanReport:
         )
 
 
-_PLAN_OPTIONS: ContextVar[Mapping[str, Any]] = ContextVar(
-    "plan_options", default=MappingProxyType({})
-)
-
-
-@contextmanager
-def plan_options(**options: Any) -> Iterator[None]:
-    """forge-pipeline options for every `plan()` inside the block, under the ones its
-    caller passes: how a driver that compiles through `compile_model` (which sets only
-    precision and placement) picks alpha, layout and iterations (`forge autotune
-    --latency`). Nests; the options are checked on entry."""
-    merged = {**_PLAN_OPTIONS.get(), **options}
-    ForgePipelinePass(**merged)
-    token = _PLAN_OPTIONS.set(MappingProxyType(merged))
-    try:
-        yield
-    finally:
-        _PLAN_OPTIONS.reset(token)
-
-
 def plan(module: ModuleOp, **options: Any) -> PlanReport:
-    """Run forge-pipeline (its options as keywords, over any `plan_options()` in force)
-    in place on `module` and return every pass's report."""
-    pipeline = ForgePipelinePass(**{**_PLAN_OPTIONS.get(), **options})
+    """Run forge-pipeline (its options as keywords) in place on `module` and return
+    every pass's report."""
+    pipeline = ForgePipelinePass(**options)
     with (
         collect_statistics(pattern_hits=False) as records,
         collect_reports() as reports,

@@ -286,27 +286,27 @@ class HostProfile:
 
     def kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, kernel) per measured row count, as conversion reads it
-        (`forge.conversion.kernel_choice.linear_kernels`)."""
+        (`forge.conversion.kernel_choice.BuildOptions.linear_kernels`)."""
         return tuple((k.rows, k.kernel) for k in self.kernels)
 
     def int8_kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, kernel) per measured row count for int8-weight linears
-        (`forge.conversion.kernel_choice.linear_kernels`' `int8`)."""
+        (`forge.conversion.kernel_choice.BuildOptions.int8_kernels`)."""
         return tuple((k.rows, k.int8_kernel) for k in self.kernels)
 
     def int8_dynamic_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, activations quantized) per measured row count for int8-weight graphs
-        (`forge.conversion.kernel_choice.int8_dynamic_by_rows`)."""
+        (`forge.conversion.kernel_choice.BuildOptions.int8_dynamic`)."""
         return tuple((k.rows, k.int8_dynamic) for k in self.kernels)
 
     def fp16_kernel_rule(self) -> tuple[tuple[int, str], ...]:
         """(rows, form) per measured row count for fp16 weights
-        (`forge.conversion.kernel_choice.linear_kernels`' `fp16`)."""
+        (`forge.conversion.kernel_choice.BuildOptions.fp16_kernels`)."""
         return tuple((k.rows, k.fp16_kernel) for k in self.kernels)
 
     def snippets_rule(self) -> tuple[tuple[int, bool], ...]:
         """(rows, snippets on) per measured row count, as conversion reads it
-        (`forge.conversion.kernel_choice.snippets_by_rows`)."""
+        (`forge.conversion.kernel_choice.BuildOptions.snippets`)."""
         return tuple((k.rows, k.snippets) for k in self.kernels)
 
     def linear_estimate(

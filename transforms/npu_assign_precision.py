@@ -29,7 +29,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from forge.dialects import npu
-from forge.dialects.precisions import PRECISIONS
+from forge.dialects.dtypes import check_precision
 from forge.transforms.pattern_pass import run_on_functions
 
 
@@ -96,10 +96,7 @@ class NpuAssignPrecisionPass(ModulePass):
     `forge.runtime.precision`; unset: the fallback rule."""
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'"
-            )
+        check_precision(self.precision, ValueError)
         weights = self.fp16_weights
         if isinstance(weights, str):
             object.__setattr__(self, "fp16_weights", (weights,))
@@ -128,3 +125,15 @@ class NpuAssignPrecisionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_on_functions(self.name, op, self.assign, count=lambda r: r.marked)
+
+
+def record_precision(function: func.FuncOp, precision: str) -> None:
+    """Make `function` state `precision` (fp32: state none), as npu-assign-precision
+    records it, leaving the linear ops' own `precision` attributes as they are (under
+    mixed, unannotated weights are int8). For IR planned without a precision, or built
+    by hand (the host profile's graphs, `-t python{precision=...}`): the IR is then, as
+    after the pipeline, the one carrier of the precision."""
+    if check_precision(precision) == "fp32":
+        function.attributes.pop(npu.PROGRAM_PRECISION, None)
+        return
+    function.attributes[npu.PROGRAM_PRECISION] = StringAttr(precision)

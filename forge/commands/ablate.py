@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from forge import flags
-from forge.dialects.precisions import PRECISIONS
+from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--tiny", action="store_true")
     add_loading_flags(parser)
     parser.add_argument("--seq", type=flags.count, default=128)
-    parser.add_argument("--precision", default="fp16", choices=PRECISIONS)
+    parser.add_argument("--precision", default="fp16", choices=PROGRAM_PRECISIONS)
     parser.add_argument("--passes", help="comma-separated passes to remove (default: all)")
     parser.add_argument("--latency", action="store_true", help="also run each variant")
     parser.add_argument("--runs", type=int, default=3, help="timed runs with --latency")
@@ -80,8 +80,8 @@ def _measurer(
     loaded = program.loaded
 
     def measure(module: ModuleOp) -> tuple[float, float]:
-        executor = CompiledNPUExecutor(
-            entry_function(module), program.weights, program.num_inputs, precision
+        executor = CompiledNPUExecutor(  # at the precision the pipeline recorded
+            entry_function(module), program.weights, program.num_inputs
         )
         inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
         return mean_ms(lambda: executor(*inputs), runs), executor.build_seconds

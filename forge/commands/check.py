@@ -35,7 +35,7 @@ def run(ns: argparse.Namespace) -> int:
     from forge.devtools.numerics import samples
     from forge.frontend.loading import capture_and_import, load_model
     from forge.runtime.agreement import judge_samples
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
     from forge.runtime.reference import ReferenceExecutor
 
     failed = 0

@@ -8,7 +8,7 @@ from typing import Any
 
 from forge import flags
 from forge.diagnostics import ForgeError
-from forge.dialects.precisions import PRECISIONS
+from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 FEW_FALLBACKS = 3
@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser("compile", help="compile to NNFactory segments, run and time vs eager")
     parser.add_argument("model", nargs="?", default="gpt2", help="model (default gpt2)")
     parser.add_argument("--seq", type=flags.count, default=128)
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--precision", default="fp32", choices=PROGRAM_PRECISIONS)
     parser.add_argument("--granularity", default="segment", choices=["segment", "op"])
     parser.add_argument(
         "--weight-only",
@@ -56,7 +56,7 @@ def run(ns: argparse.Namespace) -> int:
     from forge.frontend.loading import load_model, ordered_inputs
     from forge.runtime.agreement import FP32_LIMIT, judge_samples
     from forge.runtime.cache_files import plan_summary
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
 
     if ns.runs < 1:
         raise ForgeError("--runs must be at least 1")

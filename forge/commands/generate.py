@@ -9,7 +9,7 @@ from typing import Any
 from forge import flags
 from forge.commands.compile import weight_only_option
 from forge.diagnostics import ForgeError
-from forge.dialects.precisions import PRECISIONS
+from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
 
 
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--prompt-capacity", type=flags.count, default=32, help="tokens per prefill (chunk)"
     )
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--precision", default="fp32", choices=PROGRAM_PRECISIONS)
     parser.add_argument(
         "--dynamic-prefill",
         action="store_true",

@@ -68,7 +68,7 @@ from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.checkpoint import is_checkpoint_dir
 from forge.frontend.loading import Loaded, load_model
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 
 
 @dataclass

@@ -77,7 +77,8 @@ from forge.devtools.children import Child
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
-from forge.runtime.executor import QUANTIZED_NOTES, CompileReport
+from forge.runtime.build_notes import QUANTIZED_NOTES
+from forge.runtime.compile import CompileReport
 from forge.runtime.generate import compile_lm
 
 

@@ -31,7 +31,7 @@ from torch import nn
 from forge.campaign import Campaign
 from forge.devtools.shrink import Budget, ddmin
 from forge.diagnostics import ForgeError, one_line
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 
 KINDS = ("mlp", "norm", "attention", "shuffle", "softmax")
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {

@@ -40,8 +40,9 @@ from torch.utils._pytree import (
 
 from forge.conversion.segments import GRANULARITIES
 from forge.diagnostics import ForgeError
-from forge.dialects.dtypes import PRECISIONS
-from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
+from forge.dialects.dtypes import check_precision
+from forge.runtime.compile import CompileReport, compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.generate import compile_lm
 
 __all__ = ["CompiledModule", "compile", "compile_lm"]
@@ -220,8 +221,7 @@ def compile(
     `compile_model`, so a library call never writes to the user's cache folder unasked."""
     if not isinstance(model, torch.nn.Module):
         raise ForgeError(f"forge.compile takes a torch.nn.Module, got {type(model).__name__}")
-    if precision not in PRECISIONS:
-        raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    check_precision(precision)
     if granularity not in GRANULARITIES:
         raise ForgeError(
             f"granularity must be one of {', '.join(GRANULARITIES)}, got '{granularity}'"

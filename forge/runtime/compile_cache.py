@@ -14,7 +14,7 @@ An entry is a folder named by the key, holding no pickles:
   argument is, notes, the plan's figures for `forge compile`);
 * `constants.safetensors`: tensors torch.export lifted out of the code (safetensors, no
   code runs when it loads), when there are any;
-* `ov/`: OpenVINO's own cache folder (`NNFACTORY_CACHE_DIR` while the executor builds):
+* `ov/`: OpenVINO's own cache folder (`NNFACTORY_CACHE_DIR` while each graph compiles):
   the compiled blobs, read by OpenVINO only; empty unless `blobs_enabled()` (by default
   only on an NPU: on OpenVINO's CPU plugin importing GPT-2's blob cost as much as
   compiling it);
@@ -47,7 +47,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from xdsl.printer import Printer
 from forge.collector import collector_paused
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
-from forge.frontend.capture import resolve_tied_weights
+from forge.frontend.capture import capture, resolve_tied_weights
 from forge.runtime.cache_files import (
     MANIFEST,
     MANIFEST_LIMIT,
@@ -96,8 +96,6 @@ runs on an NPU. On the CPU plugin a blob saved nothing measurable for GPT-2 (Ope
 import hashes, reads and repacks the 500 MB of baked weights as a compile does) while
 costing 500 MB of disk per program, a second of writing on a miss and a checksum on
 every hit (docs/compile-cache.md)."""
-OV_ENV = "NNFACTORY_CACHE_DIR"
-"""Read by NNFactory's C++ at every graph compile (scripts/build_nnfactory.sh)."""
 PROGRAM = "program.mlir"
 META = "meta.json"
 CONSTANTS = "constants.safetensors"
@@ -173,21 +171,6 @@ def private_dir(path: Path) -> str | None:
 
 
 # ------------------------------------------------------------------ OpenVINO blobs
-
-
-@contextlib.contextmanager
-def ov_cache_dir(path: Path | None) -> Iterator[None]:
-    """OpenVINO's model cache at `path` while NNFactory compiles (None: off).
-
-    NNFactory's C++ sets `ov::cache_dir` from NNFACTORY_CACHE_DIR at every graph compile,
-    on a core that keeps the last setting: afterwards the variable is put back to the
-    user's value, or to "" (off), so a later uncached compile writes no blob here."""
-    before = os.environ.get(OV_ENV)
-    os.environ[OV_ENV] = "" if path is None else str(path)
-    try:
-        yield
-    finally:
-        os.environ[OV_ENV] = before if before is not None else ""
 
 
 def blobs_enabled() -> bool:
@@ -603,59 +586,45 @@ def open_cache(cache: bool | CompileCache | str | os.PathLike[str] | None) -> Co
     return store if store.usable() else None
 
 
-def compile_with_cache(
-    store: CompileCache,
+@dataclass
+class EntryKey:
+    """A compile's cache key, with what it was computed from."""
+
+    key: str
+    fields: dict[str, Any]
+    """What `key` is the digest of (stored in the entry's manifest)."""
+    key_from: str
+    """"the model object", or "the captured program (why the object did not prove it)"."""
+    captured: Any
+    """torch.export's `Captured` when the key needed it (the miss reuses it), else None."""
+    seconds: float
+    """Computing the key, torch.export excluded."""
+
+
+def entry_key(
     model: torch.nn.Module,
     args: Sequence[Any],
     kwargs: Mapping[str, Any] | None,
     options: Mapping[str, Any],
-    capture: Callable[[], Any],
-    cold: Callable[[Any], tuple[Any, Any]],
-    warm: Callable[[CachedProgram], tuple[Any, Any]],
-) -> tuple[Any, Any]:
-    """`warm(entry)` on a hit, else `cold(captured)` with OpenVINO writing its blobs into
-    a new entry, stored afterwards. The key comes from the model object when
-    `cache_trust.model_fields` proves that sound, else from `capture()` (torch.export's
-    `Captured`), which the miss's `cold` reuses (None: not captured yet). The report
-    gets `cache` ("hit" or "miss"), `cache_key_from`, whether the entry was stored,
-    and the seconds spent on the key, on loading the entry (hit) or on storing it."""
+) -> EntryKey:
+    """The key of compiling `model` on `args`/`kwargs` with `options`: from the model
+    object where `cache_trust.model_fields` proves it determines the program, else from
+    the program torch.export captures (`EntryKey.captured`)."""
     start = time.perf_counter()
     program = model_fields(model)
     captured, key_from = None, "the model object"
     if isinstance(program, str):
         key_from = f"the captured program ({program})"
-        captured = capture()
+        captured = capture(model, tuple(args), example_kwargs=dict(kwargs or {}))
         program = captured_fields(captured.exported)
     with collector_paused():
         fields = program_fields(model, args, kwargs, options, program)
         key = key_of(fields)
-        export = captured.export_seconds if captured is not None else 0.0
-        key_seconds = time.perf_counter() - start - export
-        hit = store.lookup(key, model)
-        blobs = blobs_enabled()
-        if hit is not None:
-            with ov_cache_dir(hit.path / OV_DIR if blobs else None):
-                executor, report = warm(hit)
-            store.touch(hit)
-    if hit is not None:
-        report.cache, report.cache_entry, report.cache_key_seconds = "hit", key, key_seconds
-        report.cache_load_seconds, report.export_seconds = hit.load_seconds, export
-        report.cache_key_from = key_from
-        return executor, report
-    staging, why = store.stage(key)
-    try:
-        with ov_cache_dir(staging / OV_DIR if blobs and staging is not None else None):
-            executor, report = cold(captured)
-    except BaseException:
-        if staging is not None:
-            store.remove(staging)
-        raise
-    start = time.perf_counter()
-    if staging is not None:
-        why = store.store(staging, key, fields, executor, report, model)
-    if why is not None:
-        note(why)
-    report.cache, report.cache_entry, report.cache_key_seconds = "miss", key, key_seconds
-    report.cache_store_seconds = time.perf_counter() - start
-    report.cache_stored, report.cache_key_from = why is None, key_from
-    return executor, report
+    export = captured.export_seconds if captured is not None else 0.0
+    return EntryKey(key, fields, key_from, captured, time.perf_counter() - start - export)
+
+
+def blob_folder(entry: Path | None) -> str:
+    """OpenVINO's blob folder for a build of the entry at `entry` (`BuildOptions.
+    blob_folder`): its `ov/` when entries keep blobs (`blobs_enabled`), else none."""
+    return str(entry / OV_DIR) if entry is not None and blobs_enabled() else ""

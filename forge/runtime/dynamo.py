@@ -24,7 +24,8 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.runtime.agreement import Sample, eager_outputs, judge_samples
-from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.runtime.compile import compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 
 MAX_SHAPES = 8
 """Executors kept per Dynamo graph (one per concrete input shape)."""

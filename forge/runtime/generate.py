@@ -25,8 +25,9 @@ softmax(logits / temperature), restricted to the `top_k` largest logits, with a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -34,8 +35,9 @@ from forge.conversion.capabilities import PAGED_BLOCK
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
+from forge.runtime.compile import CompileReport, compile_model
 from forge.runtime.compile_cache import CompileCache
-from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.threads import graph_threads
 
 
@@ -305,6 +307,7 @@ def _program(
     granularity: str,
     cache: bool | CompileCache | None = None,
     dynamic_quantized: bool | None = None,
+    pipeline: Mapping[str, Any] | None = None,
 ) -> Program:
     executor, report = compile_model(
         wrapper,
@@ -314,6 +317,7 @@ def _program(
         granularity=granularity,
         cache=cache,
         dynamic_quantized=dynamic_quantized,
+        pipeline=pipeline,
     )
     names = list(report.input_names)
     unexpected = [n for n in names if n not in ("input_ids", "cache_position", "logits_at")]
@@ -344,6 +348,7 @@ def compile_lm(
     cache: bool | CompileCache | None = None,
     dynamic_prefill: bool = False,
     dynamic_quantized: bool | None = None,
+    pipeline: Mapping[str, Any] | None = None,
 ) -> CompiledLM:
     """Compile `model`'s prefill (`prompt_capacity` tokens) and decode (1 token) programs
     around one static cache of `capacity` positions, rounded up to whole blocks of 32
@@ -354,7 +359,8 @@ def compile_lm(
     default) quantizes the activations at run time where the host profile measured it
     faster for the program's row count, True everywhere, False nowhere (weight-only).
     `dynamic_prefill` forces it on for the prefill alone (a prompt's MatMuls are
-    compute-bound, so the time to the first token halves on most hosts)."""
+    compute-bound, so the time to the first token halves on most hosts). `pipeline` are
+    forge-pipeline's other options (`compile_model`'s), for both programs."""
     if dynamic_prefill and precision != "int8":
         raise ForgeError(f"dynamic_prefill needs precision 'int8', got '{precision}'")
     if dynamic_quantized and precision != "int8":
@@ -368,7 +374,7 @@ def compile_lm(
     # graphs pack the fp32 weights. Llama-3.2-1B at fp16 peaked at 14.2 GB the other
     # way round: the model, the fp16 copy, OpenVINO's fp16 and fp32 packings at once.
     decode = _program(
-        wrapper, programs.decode_kwargs, precision, granularity, cache, dynamic_quantized
+        wrapper, programs.decode_kwargs, precision, granularity, cache, dynamic_quantized, pipeline
     )
     prefill = _program(
         wrapper,
@@ -377,5 +383,6 @@ def compile_lm(
         granularity,
         cache,
         True if dynamic_prefill else dynamic_quantized,
+        pipeline,
     )
     return CompiledLM(wrapper, prefill, decode, capacity, prompt_capacity, precision)

@@ -45,13 +45,7 @@ import torch
 from xdsl.dialects import func
 
 from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
-from forge.conversion.kernel_choice import (
-    INT8_KERNELS,
-    LINEAR_KERNELS,
-    dynamic_quantization,
-    linear_kernels,
-    snippets_by_rows,
-)
+from forge.conversion.kernel_choice import INT8_KERNELS, LINEAR_KERNELS, BuildOptions
 from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import build_segment
 from forge.diagnostics import ForgeError
@@ -66,6 +60,7 @@ from forge.transforms.host_profile import (
     profile_from_json,
     read_profile,
 )
+from forge.transforms.npu_assign_precision import record_precision
 
 PROFILE_ENV = "FORGE_HOST_PROFILE"
 """A profile file every compile uses as it is (never measured nor rewritten)."""
@@ -260,11 +255,16 @@ class _Graph:
     inputs: list[torch.Tensor]
     constants: dict[Any, torch.Tensor]
     """Weight arguments -> tensors, baked into the graph as the executor does."""
+    function: func.FuncOp
 
     def segment(
-        self, ops: Sequence[npu.NpuOp] | None = None, precision: str = "fp32"
+        self,
+        ops: Sequence[npu.NpuOp] | None = None,
+        precision: str = "fp32",
+        options: BuildOptions | None = None,
     ) -> Callable[[], Any]:
-        segment = build_segment(list(ops or self.ops), precision, constants=self.constants)
+        record_precision(self.function, precision)  # the IR states it, as after the pipeline
+        segment = build_segment(list(ops or self.ops), options, constants=self.constants)
         tensors = [self._tensor(v) for v in segment.inputs]
         return lambda: segment(*tensors)
 
@@ -282,7 +282,7 @@ def _graph(text: str, shapes: Sequence[Sequence[int]], num_inputs: int) -> _Grap
     args = function.body.block.args
     ops = [op for op in function.body.block.ops if isinstance(op, npu.NpuOp)]
     constants = {args[i]: tensors[i] for i in range(num_inputs, len(args))}
-    return _Graph(ops, tensors[:num_inputs], constants)
+    return _Graph(ops, tensors[:num_inputs], constants, function)
 
 
 def _uniform(shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
@@ -396,8 +396,7 @@ def kernel_forms(graph: _Graph, rows: int) -> Pair:
     (fused, apart, onednn)."""
     forms = []
     for kernel in LINEAR_KERNELS:
-        with linear_kernels(((rows, kernel),)):
-            forms.append(graph.segment())
+        forms.append(graph.segment(options=BuildOptions(linear_kernels=((rows, kernel),))))
     return tuple(forms)
 
 
@@ -407,10 +406,10 @@ def int8_forms(graph: _Graph, rows: int) -> Pair:
     at run time: (fused, apart, dynamic)."""
     forms = []
     for kernel in INT8_KERNELS:
-        with linear_kernels((), int8=((rows, kernel),)), dynamic_quantization(False):
-            forms.append(graph.segment(precision="int8"))
-    with linear_kernels((), int8=((rows, "fused"),)), dynamic_quantization(True):
-        forms.append(graph.segment(precision="int8"))
+        weight_only = BuildOptions.for_host(None, False, int8_kernels=((rows, kernel),))
+        forms.append(graph.segment(precision="int8", options=weight_only))
+    dynamic = BuildOptions.for_host(None, True, int8_kernels=((rows, "fused"),))
+    forms.append(graph.segment(precision="int8", options=dynamic))
     return tuple(forms)
 
 
@@ -418,21 +417,19 @@ def fp16_forms(graph: _Graph, rows: int, kernel: str) -> Pair:
     """`graph` (`_mlps`) in each form of `FP16_KERNELS`: (wide: its fp32 weights in the
     fp32 kernel form `kernel`, which `kernel_forms` compiled already; narrow: its
     weights kept fp16)."""
-    with linear_kernels(((rows, kernel),)):
-        wide = graph.segment()
-    with linear_kernels((), fp16=((rows, "narrow"),)):
-        narrow = graph.segment(precision="fp16")
+    wide = graph.segment(options=BuildOptions(linear_kernels=((rows, kernel),)))
+    narrow = graph.segment(precision="fp16", options=BuildOptions(fp16_kernels=((rows, "narrow"),)))
     return wide, narrow
 
 
 def snippets_pair(rows: int, layers: int, kernel: str) -> Pair:
     """`_transformer_layers` with the linears in the form `kernel`, compiled with
-    OpenVINO's snippets off and on (`snippets_by_rows`)."""
+    OpenVINO's snippets off and on (`BuildOptions.snippets`)."""
     graph = _transformer_layers(rows, layers)
     pair = []
     for enabled in (False, True):
-        with linear_kernels(((rows, kernel),)), snippets_by_rows(((rows, enabled),)):
-            pair.append(graph.segment())
+        options = BuildOptions(linear_kernels=((rows, kernel),), snippets=((rows, enabled),))
+        pair.append(graph.segment(options=options))
     return tuple(pair)
 
 

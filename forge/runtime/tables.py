@@ -34,7 +34,7 @@ MIN_STEPS = 2
 
 
 class TableStep(Protocol):
-    """What a table needs of an executor step (`forge.runtime.executor.Step`)."""
+    """What a table needs of an executor step (`forge.runtime.steps.Step`)."""
 
     run: Callable[..., Any]
     inputs: tuple[int, ...]

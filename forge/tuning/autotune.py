@@ -38,8 +38,9 @@ from forge.diagnostics import ForgeError, one_line
 from forge.dialects import npu
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
+from forge.dialects.dtypes import check_precision
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
-from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of, plan_options
+from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_fuse_operators import AlphaUsed
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.transforms.npu_optimize_layout import (
@@ -53,12 +54,12 @@ from forge.transforms.pattern_pass import (
     collect_statistics,
     count_ops,
 )
-from forge.tuning.cost import PRECISIONS as PRICED
 from forge.tuning.cost import CostModel, Features, Structure, analyze
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 LAYOUTS = ("auto", "channels-last", "contiguous")
-PRECISIONS = ("fp16", "int8", "mixed")
+TUNED_PRECISIONS = ("fp16", "int8", "mixed")
+"""The grid's precisions (pi): fp32 is the baseline, not a configuration."""
 ITERATIONS = (1, 2, 3)
 DEFAULT_ITERATIONS = 2
 
@@ -94,7 +95,7 @@ def grid(full: bool = False) -> list[Config]:
         for i in iterations
         for a in ALPHAS
         for lam in LAYOUTS
-        for p in PRECISIONS
+        for p in TUNED_PRECISIONS
     ]
 
 
@@ -430,8 +431,7 @@ def _validate(c: Config) -> None:
         raise ForgeError(f"alpha must lie in [0, 1], got {c.alpha}")
     if c.layout not in LAYOUTS:
         raise ForgeError(f"layout must be one of {', '.join(LAYOUTS)}, got '{c.layout}'")
-    if c.precision not in PRICED:
-        raise ForgeError(f"precision must be one of {', '.join(PRICED)}, got '{c.precision}'")
+    check_precision(c.precision)
     if c.iterations < 1:
         raise ForgeError(f"iterations must be at least 1, got {c.iterations}")
 
@@ -474,17 +474,18 @@ class _Case:
 
 def _compile_case(loaded: Loaded, config: Config) -> _Case:
     """`compile_model` at the configuration's precision, with its alpha, layout and
-    iterations for forge-pipeline (`plan_options`): the executor `forge compile` builds."""
-    from forge.runtime.executor import compile_model
+    iterations for forge-pipeline (`compile_model`'s `pipeline`): the executor `forge
+    compile` builds."""
+    from forge.runtime.compile import compile_model
 
     _validate(config)
     if any(p.is_meta for p in loaded.model.parameters()):
         raise ForgeError(f"{loaded.name}: built on the meta device (too large here); no latency")
     start = time.perf_counter()
-    with plan_options(alpha=config.alpha, layout=config.layout, iterations=config.iterations):
-        executor, _ = compile_model(
-            loaded.model, loaded.args, loaded.kwargs, precision=config.precision
-        )
+    pipeline = {"alpha": config.alpha, "layout": config.layout, "iterations": config.iterations}
+    executor, _ = compile_model(
+        loaded.model, loaded.args, loaded.kwargs, precision=config.precision, pipeline=pipeline
+    )
     seconds = time.perf_counter() - start
     inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
     return _Case(config, lambda: executor(*inputs), seconds)

@@ -49,7 +49,7 @@ from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import program_fp16_weights
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
-from forge.tuning.autotune import PRECISIONS, Config, grid
+from forge.tuning.autotune import TUNED_PRECISIONS, Config, grid
 from forge.tuning.cost import FEATURES, CostModel, Features, analyze
 
 MODELS = ("gpt2", "granite-350m", "qwen2-0.5b", "llama-3.2-1b", "lfm2-2.6b", "llama-3.1-8b")
@@ -281,7 +281,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
         allocation = plan(module, iterations=iterations, alpha=alpha, layout=layout).allocation
         plans += 1
         text = str(module)
-        for precision in rng.sample(PRECISIONS, len(PRECISIONS)):
+        for precision in rng.sample(TUNED_PRECISIONS, len(TUNED_PRECISIONS)):
             if len(points) >= variant.points or (text, precision) in seen:
                 continue
             seen.add((text, precision))
@@ -292,7 +292,7 @@ def build_points(variant: Variant, rng: random.Random, progress: Progress) -> li
             NpuAssignPrecisionPass(precision, kept).apply(make_context(), graph)
             function = entry_function(graph)
             executor = CompiledNPUExecutor(
-                function, program.weights, program.num_inputs, precision, allocation=allocation
+                function, program.weights, program.num_inputs, allocation=allocation
             )
             inputs = ordered_inputs(loaded.model, loaded.args, loaded.kwargs, executor.input_names)
             executor(*inputs)  # warm-up: first-call allocations

@@ -33,7 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
-from forge.dialects.dtypes import PRECISIONS
+from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
 from forge.files import atomic_write
 from forge.transforms.npu_assign_precision import fallback_keeps_fp16
@@ -170,8 +170,7 @@ class Structure:
     """Some op carries a `precision` attribute (npu-assign-precision has run)."""
 
     def param_bytes(self, precision: str) -> int:
-        if precision not in PRECISIONS:
-            raise ForgeError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+        check_precision(precision)
         return sum(p.bytes_at(precision, self.annotated) for p in self.params)
 
     def assigned(self, fp16_weights: Sequence[str]) -> Structure:

@@ -80,14 +80,15 @@ def tiny() -> Callable[[str], TinyModel]:
 @pytest.fixture
 def captures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every torch.export capture compile_model makes."""
-    from forge.runtime import executor
+    from forge.runtime import compile, compile_cache
 
     calls: list[Any] = []
-    original = executor.capture
+    original = compile.capture
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "capture", counting)
+    monkeypatch.setattr(compile, "capture", counting)  # a miss's capture
+    monkeypatch.setattr(compile_cache, "capture", counting)  # a key's
     return calls

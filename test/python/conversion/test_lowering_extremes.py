@@ -11,7 +11,7 @@ import torch
 from xdsl.dialects import func
 
 from forge.conversion import nnfactory_graph
-from forge.conversion.kernel_choice import linear_kernels
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_graph import NoNpuLowering, build_segment
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.agreement import difference
@@ -69,11 +69,14 @@ def extreme(shape: list[int], scale: float, generator: torch.Generator, specials
     return t
 
 
-def lower_and_run(text: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(reference, NNFactory segment) results of the one-result function `text`."""
+def lower_and_run(
+    text: str, inputs: list[torch.Tensor], options: BuildOptions | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(reference, NNFactory segment under `options`) results of the one-result
+    function `text`."""
     function = entry_function(parse_module(text))
     ops = [op for op in function.body.block.ops if not isinstance(op, func.ReturnOp)]
-    segment = build_segment(ops, "fp32")
+    segment = build_segment(ops, options)
     by_arg = dict(zip(function.body.block.args, inputs, strict=True))
     (want,) = ReferenceExecutor(function, {}, len(inputs))(*inputs)
     (got,) = segment(*[by_arg[v] for v in segment.inputs])
@@ -150,7 +153,7 @@ def test_maximum_without_the_binding_runs_on_the_cpu(monkeypatch: pytest.MonkeyP
     function = entry_function(parse_module(COMPOSED["maximum"]))
     ops = [op for op in function.body.block.ops if not isinstance(op, func.ReturnOp)]
     with pytest.raises(NoNpuLowering, match="eltwise_max"):
-        build_segment(ops, "fp32")
+        build_segment(ops)
 
 
 MLP = "tensor<2x5x16xf32>, %w: tensor<12x16xf32>, %b: tensor<12xf32>"
@@ -175,8 +178,7 @@ def test_linear_kernel_forms_at_extremes(kernel: str, activation: str, scale: fl
     )
     inputs = inputs_for(text, scale, True)
     _, fused = lower_and_run(text, inputs)
-    with linear_kernels(((10, kernel),)):
-        _, got = lower_and_run(text, inputs)
+    _, got = lower_and_run(text, inputs, BuildOptions(linear_kernels=((10, kernel),)))
     if activation != "gelu_tanh" or kernel != "apart":
         assert_elementwise_close(fused, got)
         return

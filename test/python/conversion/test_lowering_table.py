@@ -31,7 +31,7 @@ from forge.conversion.nnfactory_graph import GraphBuilder, Node
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.models import SPECS
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 from forge.transforms.forge_pipeline import plan
 
 CUMSUM = "aten.cumsum.default"

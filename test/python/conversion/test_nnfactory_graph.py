@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
 from forge.conversion.graph_call import quantize_int8
-from forge.conversion.kernel_choice import linear_kernel, linear_kernels
+from forge.conversion.kernel_choice import BuildOptions, linear_kernel
 from forge.conversion.nnfactory_graph import (
     STATS,
     NoNpuLowering,
@@ -31,7 +31,8 @@ from forge.devtools.numerics import compare
 from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.reference import ReferenceExecutor
-from forge.transforms.forge_pipeline import plan, plan_options
+from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_assign_precision import record_precision
 
 FP32_ABS = 1e-4
 FP16_REL = 2e-2
@@ -62,7 +63,8 @@ def lower_and_compare(
     """Lower the function body as one segment; return its worst error against the CPU
     reference (absolute for fp32, relative to the output's magnitude for fp16)."""
     function = entry_function(parse_module(text))
-    segment = build_segment(body_ops(function), precision)
+    record_precision(function, precision)  # the IR states it, as after the pipeline
+    segment = build_segment(body_ops(function))
     tensors = random_inputs(function, 0, positive, high)
     by_arg = dict(zip(function.body.block.args, tensors, strict=True))
     expected = ReferenceExecutor(function, {}, len(tensors))(*tensors)
@@ -469,7 +471,9 @@ def test_identical_segments_compile_once() -> None:
     assert second.graph is first.graph and second.cached
     assert STATS.compiles - before[0] == (0 if first.cached else 1)
     assert STATS.hits - before[1] == (2 if first.cached else 1)
-    fp16 = build_segment(body_ops(entry_function(parse_module(text))), "fp16")
+    fp16_function = entry_function(parse_module(text))
+    record_precision(fp16_function, "fp16")
+    fp16 = build_segment(body_ops(fp16_function))
     other_eps = build_segment(body_ops(entry_function(parse_module(text.replace("e-05", "e-06")))))
     assert len({id(s.graph) for s in (first, fp16, other_eps)}) == 3
 
@@ -494,8 +498,10 @@ def test_activation_apart_is_bit_identical(activation: str, rows: int) -> None:
     x = torch.randn(rows, 32, generator=generator) * 4
     w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
     fused = build_segment(body_ops(entry_function(parse_module(text))))
-    with linear_kernels(((rows, "apart"),)):
-        apart = build_segment(body_ops(entry_function(parse_module(text))))
+    apart = build_segment(
+        body_ops(entry_function(parse_module(text))),
+        options=BuildOptions(linear_kernels=((rows, "apart"),)),
+    )
     assert apart.graph is not fused.graph
     (want,) = fused(x, w, b)
     (got,) = apart(x, w, b)
@@ -521,19 +527,19 @@ def test_int8_activation_apart_follows_the_int8_rule(
     generator = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, 32, generator=generator) * 4
     w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
-    ops = body_ops(entry_function(parse_module(text)))
-    fused = build_segment(ops, "int8")
-    with linear_kernels(((rows, "apart"),)):  # the fp32 rule
-        build_segment(ops, "int8")
+    function = entry_function(parse_module(text))
+    record_precision(function, "int8")
+    ops = body_ops(function)
+    fused = build_segment(ops)
+    build_segment(ops, BuildOptions(linear_kernels=((rows, "apart"),)))  # the fp32 rule
     assert barriers == []
-    with linear_kernels((), int8=((rows, "apart"),)):
-        apart = build_segment(ops, "int8")
+    apart = build_segment(ops, BuildOptions(int8_kernels=((rows, "apart"),)))
     assert len(barriers) == 1
     (want,) = fused(x, w, b)
     (got,) = apart(x, w, b)
     assert torch.equal(got, want)
-    with pytest.raises(ForgeError, match="unknown linear kernel"), linear_kernels((), ((1, "x"),)):
-        pass
+    with pytest.raises(ForgeError, match="unknown linear kernel"):
+        BuildOptions(int8_kernels=((1, "x"),))
 
 
 @pytest.mark.parametrize("rows", [1, 8])
@@ -545,8 +551,10 @@ def test_gelu_tanh_apart_is_the_sigmoid_form(rows: int) -> None:
     generator = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, 32, generator=generator) * 4
     w, b = torch.randn(64, 32, generator=generator), torch.randn(64, generator=generator)
-    with linear_kernels(((rows, "apart"),)):
-        apart = build_segment(body_ops(entry_function(parse_module(text))))
+    apart = build_segment(
+        body_ops(entry_function(parse_module(text))),
+        options=BuildOptions(linear_kernels=((rows, "apart"),)),
+    )
     (got,) = apart(x, w, b)
     want = torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b), approximate="tanh")
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -556,8 +564,8 @@ def test_gelu_tanh_apart_is_the_sigmoid_form(rows: int) -> None:
     text = ACTIVATION_MLP.replace("ROWS", str(len(special))).replace("ACT", "gelu_tanh")
     diagonals = []
     for kernel in ("fused", "apart"):
-        with linear_kernels(((len(special), kernel),)):
-            segment = build_segment(body_ops(entry_function(parse_module(text))))
+        options = BuildOptions(linear_kernels=((len(special), kernel),))
+        segment = build_segment(body_ops(entry_function(parse_module(text))), options=options)
         (got,) = segment(rows_in, torch.eye(64, 32), torch.zeros(64))
         diagonals.append(got[torch.arange(len(special)), torch.arange(len(special))])
     fused, apart_values = diagonals
@@ -589,8 +597,10 @@ def test_onednn_switch_keeps_every_value(rows: int) -> None:
     if rows > 1:
         x[1, 0], x[2, :] = float("inf"), 3e38
     mlas = build_segment(body_ops(entry_function(parse_module(text))))
-    with linear_kernels(((rows, "onednn"),)):
-        onednn = build_segment(body_ops(entry_function(parse_module(text))))
+    onednn = build_segment(
+        body_ops(entry_function(parse_module(text))),
+        options=BuildOptions(linear_kernels=((rows, "onednn"),)),
+    )
     assert onednn.graph is not mlas.graph
     (want,) = mlas(x, w, b)
     (got,) = onednn(x, w, b)
@@ -613,8 +623,8 @@ def test_linear_kernel_takes_the_nearest_measured_rows() -> None:
         "onednn",
     ]
     assert linear_kernel((), 1) == "fused"
-    with pytest.raises(ForgeError, match="unknown linear kernel"), linear_kernels(((1, "x"),)):
-        pass
+    with pytest.raises(ForgeError, match="unknown linear kernel"):
+        BuildOptions(linear_kernels=((1, "x"),))
 
 
 # ------------------------------------------------------------------ end to end
@@ -641,10 +651,11 @@ class MixedExecutor:
         self.weights = {a: weights[a.name_hint] for a in args[num_inputs:]}
         self.steps: list[tuple[Callable, Sequence[SSAValue], Sequence[SSAValue]]] = []
         self.segments: list[Segment] = []
+        record_precision(function, precision)  # the IR states it
         for device, group in itertools.groupby(body_ops(function), key=device_of):
             ops = list(group)
             if device == "npu":
-                segment = build_segment(ops, precision)
+                segment = build_segment(ops)
                 self.segments.append(segment)
                 self.steps.append((segment, segment.inputs, segment.outputs))
             else:
@@ -739,7 +750,8 @@ def test_baked_weights_outlive_the_callers_tensors(precision: str) -> None:
         q, scale = quantize_int8(weight, 1, np.dtype(np.float32))
         reference = torch.from_numpy(q).float() * torch.from_numpy(scale)
     expected = probe @ reference.T
-    segment = build_segment(body_ops(function), precision, constants={w: weight.clone()})
+    record_precision(function, precision)
+    segment = build_segment(body_ops(function), constants={w: weight.clone()})
     assert segment.graph is not None and segment.graph.keepalive
     gc.collect()
     _ = [torch.full((16, 8), 7.0) for _ in range(64)]  # reuse freed memory if any
@@ -803,7 +815,7 @@ def test_result_pool_reuses_only_what_nobody_holds() -> None:
 def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
     """OpenVINO 2024.4's CPU snippets fuse this into one MHA kernel that computes
     garbage when heads == sequence length (found by forge fuzz-models); such graphs are
-    compiled with snippets off (`snippets_mode`)."""
+    compiled with snippets off (`BuildOptions.snippets_for`)."""
     t = T(shape)
     text = fn(
         f"%q: {t}, %k: {t}, %v: {t}",
@@ -817,9 +829,9 @@ def test_sdpa_then_heads_sequence_transpose(shape: str) -> None:
     assert error <= 1e-5
 
 
-def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() -> None:
-    from forge.conversion.kernel_choice import snippets_mode
-
+def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def ops_of(shape: str) -> list[Operation]:
         t = T(shape)
         text = fn(
@@ -829,24 +841,19 @@ def test_snippets_mode_is_off_by_default_and_always_for_ambiguous_attention() ->
         )
         return body_ops(entry_function(parse_module(text)))
 
-    import os
-
-    assert snippets_mode(ops_of("1x12x128x64")) == os.environ.get(
+    assert BuildOptions().snippets_for(ops_of("1x12x128x64")) == os.environ.get(
         "NNFACTORY_SNIPPETS_MODE", "DISABLE"
     )
-    os.environ["NNFACTORY_SNIPPETS_MODE"] = "ENABLE"
-    try:
-        assert snippets_mode(ops_of("1x12x128x64")) == "ENABLE"  # the user's choice
-        assert snippets_mode(ops_of("1x4x4x8")) == "DISABLE"  # except where it is wrong
-    finally:
-        del os.environ["NNFACTORY_SNIPPETS_MODE"]
+    monkeypatch.setenv("NNFACTORY_SNIPPETS_MODE", "ENABLE")
+    users = BuildOptions()  # the user's variable, read when the options are made
+    assert users.snippets_for(ops_of("1x12x128x64")) == "ENABLE"  # the user's choice
+    assert users.snippets_for(ops_of("1x4x4x8")) == "DISABLE"  # except where it is wrong
 
 
 def test_snippets_follow_the_measured_rule_by_rows() -> None:
     """Without the variable, a graph's snippets are what the host profile measured for
     the row count nearest its largest linear's; off for graphs the profile did not time
     (not fp32 throughout), for graphs without a linear, and with no rule."""
-    from forge.conversion.kernel_choice import snippets_by_rows, snippets_mode
 
     def linear_of(rows: int) -> list[Operation]:
         x, w, y = T(f"{rows}x8"), T("4x8"), T(f"{rows}x4")
@@ -862,19 +869,15 @@ def test_snippets_follow_the_measured_rule_by_rows() -> None:
     relu_ops = body_ops(entry_function(parse_module(relu)))
     if "NNFACTORY_SNIPPETS_MODE" in os.environ:
         pytest.skip("NNFACTORY_SNIPPETS_MODE is set: the user's choice wins")
-    assert snippets_mode(linear_of(128)) == "DISABLE"
-    with snippets_by_rows(((1, False), (128, True))):
-        assert snippets_mode(linear_of(100)) == "ENABLE"
-        assert snippets_mode(linear_of(2)) == "DISABLE"
-        assert snippets_mode(linear_of(100), measured=False) == "DISABLE"
-        assert snippets_mode(relu_ops) == "DISABLE"
-    with snippets_by_rows(((1, True),)):
-        assert snippets_mode(linear_of(1)) == "ENABLE"
-        os.environ["NNFACTORY_SNIPPETS_MODE"] = "DISABLE"
-        try:
-            assert snippets_mode(linear_of(1)) == "DISABLE"  # the user's choice wins
-        finally:
-            del os.environ["NNFACTORY_SNIPPETS_MODE"]
+    assert BuildOptions().snippets_for(linear_of(128)) == "DISABLE"
+    measured = BuildOptions(snippets=((1, False), (128, True)))
+    assert measured.snippets_for(linear_of(100)) == "ENABLE"
+    assert measured.snippets_for(linear_of(2)) == "DISABLE"
+    assert measured.snippets_for(linear_of(100), measured=False) == "DISABLE"
+    assert measured.snippets_for(relu_ops) == "DISABLE"
+    assert BuildOptions(snippets=((1, True),)).snippets_for(linear_of(1)) == "ENABLE"
+    users = BuildOptions(snippets=((1, True),), snippets_mode="DISABLE")
+    assert users.snippets_for(linear_of(1)) == "DISABLE"  # the user's choice wins
 
 
 def _values_by_name(text: str) -> dict[str, SSAValue]:
@@ -1004,10 +1007,13 @@ def test_rotate_half_lowers_in_the_form_openvino_fuses(tmp_path: object) -> None
     from forge.runtime.generate import compile_lm
 
     # Without paged attention: OpenVINO's IR reader cannot read that node back.
-    with warnings.catch_warnings(), plan_options(skip=("npu-fuse-cached-attention",)):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = compile_lm(
-            models.build_model("llama-3.2-1b", tiny=True), capacity=32, prompt_capacity=8
+            models.build_model("llama-3.2-1b", tiny=True),
+            capacity=32,
+            prompt_capacity=8,
+            pipeline={"skip": ("npu-fuse-cached-attention",)},
         )
     (segment,) = lm.prefill.executor.segments
     path = Path(str(tmp_path)) / "prefill.xml"

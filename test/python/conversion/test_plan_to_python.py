@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from forge.conversion import nnfactory_graph
 from forge.conversion.graph_call import GraphCall
-from forge.conversion.kernel_choice import host_choices
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
 from forge.conversion.plan_to_python import plan_to_python
 from forge.conversion.segments import GRANULARITIES, arena_layout
@@ -29,6 +29,7 @@ from forge.runtime.precision import linear_ops
 from forge.tools.forge_opt import main
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import load_profile
+from forge.transforms.npu_assign_precision import record_precision
 
 SAMPLE = Path(__file__).parents[2] / "samples" / "gpt2_attention.mlir"
 
@@ -59,15 +60,11 @@ def check_program(
     """The printed program, run, gives the executor's outputs bit for bit (both built
     under `profile`'s kernel choices, as `compile_model` builds with it)."""
     program = tiny.program
-    with host_choices(load_profile(profile) if profile else None):
-        executor = CompiledNPUExecutor(
-            module,
-            program.weights,
-            len(program.input_names),
-            precision,
-            granularity,
-            weights_as=weights_as,
-        )
+    options = BuildOptions.for_host(
+        load_profile(profile) if profile else None, granularity=granularity, weights_as=weights_as
+    )
+    record_precision(entry_function(module), precision)  # the IR states it
+    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
     source = plan_to_python(module, precision, granularity, weights_as, profile=str(profile or ""))
     assert source.count(" = seg") + source.count("\n    seg") >= len(executor.segments)
     assert f"{len(executor.segments)} NNFactory segment(s)" in source
@@ -303,7 +300,10 @@ def test_arena_layout_is_the_executors() -> None:
     plan(module)
     function = entry_function(module)
     executor = CompiledNPUExecutor(
-        module, tiny.program.weights, len(tiny.program.input_names), granularity="op"
+        module,
+        tiny.program.weights,
+        len(tiny.program.input_names),
+        options=BuildOptions(granularity="op"),
     )
     layout = arena_layout(function)
     assert executor.fallback_ops == 0
@@ -334,23 +334,23 @@ def test_arena_layout_needs_an_allocation() -> None:
 
 
 def test_precisions_are_spelled_once() -> None:
-    """Every precision list is `dtypes.PRECISIONS`: the graph's activation dtypes, the
+    """Every precision list is `dtypes.PROGRAM_PRECISIONS`: the graph's activation dtypes, the
     plan printer, and the CLI's choices (as is `GRANULARITIES`)."""
     from forge.cli import build_parser
 
-    assert tuple(nnfactory_graph.PRECISIONS) == dtypes.PRECISIONS
+    assert tuple(nnfactory_graph.ACTIVATION_DTYPES) == dtypes.PROGRAM_PRECISIONS
     assert nnfactory_graph.QUANTIZED_PRECISIONS is dtypes.QUANTIZED_PRECISIONS
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
     for name in ("compile", "ablate"):
         options = {a.dest: a.choices for a in commands[name]._actions}
-        assert tuple(options["precision"]) == dtypes.PRECISIONS
+        assert tuple(options["precision"]) == dtypes.PROGRAM_PRECISIONS
     granularity = {a.dest: a.choices for a in commands["compile"]._actions}["granularity"]
     assert tuple(granularity) == GRANULARITIES
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()
     plan(module)
-    with pytest.raises(ForgeError, match=", ".join(dtypes.PRECISIONS)):
+    with pytest.raises(ForgeError, match=", ".join(dtypes.PROGRAM_PRECISIONS)):
         plan_to_python(module, "int4")
 
 

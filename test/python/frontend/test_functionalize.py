@@ -14,7 +14,7 @@ from forge.frontend import models
 from forge.frontend.capture import capture
 from forge.frontend.functionalize import functional_overload, functionalize_buffer_writes
 from forge.frontend.static_cache import capture_programs
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 
 
 def exported_in_place(module: torch.nn.Module, *args: torch.Tensor) -> torch.export.ExportedProgram:

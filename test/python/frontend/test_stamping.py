@@ -13,7 +13,7 @@ from forge.frontend import models, stamping
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.static_cache import capture_programs
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 from forge.runtime.generate import compile_lm
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer")

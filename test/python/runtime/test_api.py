@@ -20,7 +20,8 @@ import forge
 from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.runtime.api import CompiledModule
-from forge.runtime.executor import CompiledNPUExecutor, CompileReport
+from forge.runtime.compile import CompileReport
+from forge.runtime.executor import CompiledNPUExecutor
 
 TOLERANCE = 1e-5
 

@@ -23,7 +23,7 @@ from forge.devtools.numerics import tolerance_for
 from forge.frontend import models
 from forge.frontend.static_cache import StaticCacheLM
 from forge.runtime.cache_trust import model_fields
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 from forge.runtime.generate import compile_lm
 
 X = torch.randn(2, 8, generator=torch.Generator().manual_seed(3))

@@ -14,14 +14,16 @@ import pytest
 import torch
 from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
-from forge.conversion.kernel_choice import FP16_KERNELS, linear_kernels
+from forge.conversion.kernel_choice import FP16_KERNELS, BuildOptions
 from forge.devtools.numerics import compare, eager_outputs
 from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
-from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.runtime.compile import compile_model
+from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import PlanReport, plan
+from forge.transforms.npu_assign_precision import record_precision
 
 MODELS = ["gpt2", "llama-3.2-1b"]
 FP32_ABS = 1e-4
@@ -34,11 +36,17 @@ def planned(name: str) -> tuple[object, PlanReport, object]:
     return tiny, plan(module), module
 
 
-def executor_for(tiny, module, precision: str = "fp32", granularity: str = "segment"):
+def executor_for(
+    tiny,
+    module,
+    precision: str = "fp32",
+    granularity: str = "segment",
+    options: BuildOptions | None = None,
+):
     program = tiny.program
-    return CompiledNPUExecutor(
-        module, program.weights, len(program.input_names), precision, granularity
-    )
+    options = options or BuildOptions(granularity=granularity)
+    record_precision(entry_function(module), precision)  # the IR states it
+    return CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
 
 
 def agreement(tiny, executor, num_inputs: int = 3):
@@ -125,8 +133,8 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
     tiny, _, module = planned("gpt2")
     program = tiny.program
     num_inputs = len(program.input_names)
-    with linear_kernels((), fp16=((1, form),)):
-        executor = executor_for(tiny, module, precision="fp16")
+    options = BuildOptions(fp16_kernels=((1, form),))
+    executor = executor_for(tiny, module, precision="fp16", options=options)
     stored = {spec.storage for s in executor.segments for spec in s.call.inputs if spec}
     assert ("fp16" in stored) == (form == "narrow")
     args = entry_function(module).body.block.args[num_inputs:]
@@ -137,7 +145,8 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
         weights = {n: w.half().float() if n in linear else w for n, w in weights.items()}
     else:
         assert not any(s.graph.copies for s in executor.segments if s.graph is not None)
-    reference = CompiledNPUExecutor(module, weights, num_inputs, "fp32")
+    record_precision(entry_function(module), "fp32")
+    reference = CompiledNPUExecutor(module, weights, num_inputs)
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     for a, e in zip(executor(*inputs), reference(*inputs), strict=True):
         assert a.dtype == e.dtype == torch.float32 and a.shape == e.shape
@@ -249,8 +258,9 @@ def test_weights_as_constants_or_parameters_agree() -> None:
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     outputs, bound = {}, {}
     for weights_as in ("constants", "parameters"):
+        options = BuildOptions(weights_as=weights_as)
         executor = CompiledNPUExecutor(
-            module, program.weights, len(program.input_names), weights_as=weights_as
+            module, program.weights, len(program.input_names), options=options
         )
         outputs[weights_as] = executor(*inputs)
         bound[weights_as] = executor.stats.bytes_in
@@ -259,7 +269,7 @@ def test_weights_as_constants_or_parameters_agree() -> None:
     weight_bytes = sum(t.nbytes for t in program.weights.values())
     assert bound["parameters"] >= bound["constants"] + weight_bytes // 2
     with pytest.raises(ForgeError, match="weights_as must be one of"):
-        CompiledNPUExecutor(module, program.weights, len(program.input_names), weights_as="x")
+        BuildOptions(weights_as="x")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -412,3 +422,61 @@ def test_zero_size_inputs_run_on_the_cpu(shape: tuple[int, ...]) -> None:
     assert report.plan.placement.npu_ops == 0 and executor.npu_ops == 0
     (out,) = executor(x)
     assert out.shape == model(x).shape == (*shape[:-1], 8)
+
+
+def test_a_build_on_a_worker_thread_follows_the_callers_options() -> None:
+    """Build choices travel as one explicit record, not as ambient state: an executor
+    built on a worker thread follows the options its caller made, its builder records
+    each choice (op, kernel, reason), and no build choice is left in the environment."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from forge.conversion.kernel_choice import KERNEL_REASONS, OWN_KERNEL
+
+    tiny, _, module = planned("gpt2")
+    environment = dict(os.environ)
+    options = BuildOptions(linear_kernels=((1, "onednn"),))  # every row count: oneDNN
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        worker = pool.submit(executor_for, tiny, module, options=options).result()
+    here = executor_for(tiny, module)
+    assert dict(os.environ) == environment
+
+    def kernels(executor: CompiledNPUExecutor) -> set[tuple[str, str, str]]:
+        return {
+            (d.op, d.kernel, d.reason)
+            for decisions in executor.decisions
+            for d in decisions
+            if d.kind == "kernel"
+        }
+
+    assert ("npu.addmm", "onednn", KERNEL_REASONS["onednn"]) in kernels(worker)
+    assert all(reason == OWN_KERNEL for _, _, reason in kernels(here))
+    assert worker.segments[0].graph is not here.segments[0].graph
+    inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, tiny.program.input_names)
+    torch.testing.assert_close(worker(*inputs)[0], here(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_int8_dynamic_note_says_what_the_graphs_were_built_with(tmp_path) -> None:
+    """A profile that measured quantized activations faster at 2 rows: the 2-row int8
+    MLP's graph is built quantizing them, and the note (printed from the builder's
+    decisions) names its linears' rows with the times; forced weight-only, no note."""
+    import json
+
+    data = json.loads(APART_PROFILE.read_text())
+    for entry in data["activations"]:
+        entry.update(int8_fused_ms=2.0, int8_apart_ms=2.0, int8_dynamic_ms=1.0)
+    profile = tmp_path / "host-profile-int8-dynamic.json"
+    profile.write_text(json.dumps(data))
+    model, x = _mlp(2)
+    executor, report = compile_model(model, (x,), precision="int8", profile=str(profile))
+    groups = {d.kernel for s in executor.decisions for d in s if d.kind == "quantization group"}
+    assert groups == {"32"}
+    assert [n for n in report.notes if n.startswith("int8 linears at")] == [
+        "int8 linears at 2 row(s) quantize their activations at run time (OpenVINO's "
+        "dynamic quantization, groups of 32; host profile: 2 row(s) weight-only 2 ms, "
+        "quantized 1 ms, 128 row(s) weight-only 2 ms, quantized 1 ms; --weight-only or "
+        "dynamic_quantized=False keeps them fp32)"
+    ]
+    _, weight_only = compile_model(
+        model, (x,), precision="int8", profile=str(profile), dynamic_quantized=False
+    )
+    assert not any(n.startswith("int8 linears at") for n in weight_only.notes)

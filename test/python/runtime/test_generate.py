@@ -19,7 +19,6 @@ from forge.dialects import npu
 from forge.frontend import models
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.generate import CompiledLM, compile_lm, greedy, whole_blocks
-from forge.transforms.forge_pipeline import plan_options
 
 CAPACITY = 32
 PROMPT_CAPACITY = 8
@@ -76,10 +75,14 @@ OTHER_ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-def _compile(model: torch.nn.Module, prompt_capacity: int) -> CompiledLM:
+def _compile(
+    model: torch.nn.Module, prompt_capacity: int, pipeline: dict[str, Any] | None = None
+) -> CompiledLM:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return compile_lm(model, capacity=CAPACITY, prompt_capacity=prompt_capacity)
+        return compile_lm(
+            model, capacity=CAPACITY, prompt_capacity=prompt_capacity, pipeline=pipeline
+        )
 
 
 @dataclass
@@ -362,8 +365,7 @@ def test_unfused_attention_matches_eager(name: str) -> None:
     mask) a step writes its caches on the CPU and attends before the write
     (npu-attend-before-write): the same logits and caches as eager."""
     model = models.widened(models.build_model(name, tiny=True), STD)
-    with plan_options(skip=("npu-fuse-cached-attention",)):
-        lm = _compile(model, CHUNK)
+    lm = _compile(model, CHUNK, pipeline={"skip": ("npu-fuse-cached-attention",)})
     for program in (lm.prefill, lm.decode):
         assert program.count_ops("npu.cached_attention") == 0
         assert program.count_ops("npu.sdpa") == lm.attention_layers

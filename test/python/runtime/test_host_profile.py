@@ -16,7 +16,7 @@ import pytest
 from conftest import CPU_PROFILE, NPU_PROFILE
 
 from forge.cli import main
-from forge.conversion.kernel_choice import fp16_form, linear_kernels
+from forge.conversion.kernel_choice import BuildOptions
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime import host_profile
 from forge.runtime.doctor import profile_summary
@@ -169,14 +169,15 @@ def test_fp16_weights_stay_fp16_only_where_it_measured_faster() -> None:
     profile = synthetic(10.0, 13.0, 0.1)
     both = HostProfile(profile.key, 0.1, 0.01, profile.linears, kernels=(decode, prompt))
     assert both.fp16_kernel_rule() == ((1, "narrow"), (128, "wide"))
-    with linear_kernels((), fp16=both.fp16_kernel_rule()):
-        assert [fp16_form(rows) for rows in (1, 4, 100, 4096)] == [
-            "narrow",
-            "narrow",
-            "wide",
-            "wide",
-        ]
-    assert fp16_form(1) == fp16_form(4096) == "narrow"  # no rule in force
+    options = BuildOptions.for_host(both)
+    assert [options.fp16_form(rows) for rows in (1, 4, 100, 4096)] == [
+        "narrow",
+        "narrow",
+        "wide",
+        "wide",
+    ]
+    plain = BuildOptions()
+    assert plain.fp16_form(1) == plain.fp16_form(4096) == "narrow"  # no rule
 
 
 def test_snippets_times_are_read_from_the_file(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from forge.runtime.executor import compile_model  # noqa: E402
+from forge.runtime.compile import compile_model  # noqa: E402
 
 
 def _phi3() -> tuple[torch.nn.Module, torch.Tensor]:

@@ -79,7 +79,7 @@ def test_mixed_is_between_int8_and_fp32() -> None:
         graph = module.clone()
         kept = report.fp16_weights if precision == "mixed" else None
         NpuAssignPrecisionPass(precision, kept).apply(make_context(), graph)
-        executor = CompiledNPUExecutor(graph, tiny.program.weights, len(inputs), precision)
+        executor = CompiledNPUExecutor(graph, tiny.program.weights, len(inputs))
         errors[precision] = agreement(expected, executor(*inputs)[0])
     assert errors["mixed"].kl < errors["int8"].kl
     assert errors["mixed"].top1 >= errors["int8"].top1

@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from forge.conversion.graph_call import quantize_int8
-from forge.conversion.kernel_choice import linear_kernels
+from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_graph import graph_input
 from forge.devtools.numerics import agreement, eager_outputs
 from forge.dialects import npu
@@ -19,6 +19,7 @@ from forge.dialects.context import entry_function, parse_module
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.transforms.forge_pipeline import plan
+from forge.transforms.npu_assign_precision import record_precision
 
 LINEAR_AND_ADDMM = """
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
@@ -50,39 +51,40 @@ def test_quantize_int8_zero_channel_gets_unit_scale() -> None:
 def test_graph_input_quantizes_only_linear_weights() -> None:
     function = entry_function(parse_module(LINEAR_AND_ADDMM))
     x, w, b, w2 = function.body.block.args
-    assert graph_input(w, "int8").storage == "int8"
-    assert graph_input(w, "int8").reduce_dim == 1  # [out, in]: one scale per row
-    assert graph_input(w2, "int8").reduce_dim == 0  # addmm's [in, out]: one per column
-    assert graph_input(x, "int8").storage == "float"  # an activation, not a weight
-    assert graph_input(b, "int8").storage == "float"  # a bias is 1-D
-    assert graph_input(w, "fp32").storage == "float"
+    plain = BuildOptions()
+    assert graph_input(w, "int8", plain).storage == "int8"
+    assert graph_input(w, "int8", plain).reduce_dim == 1  # [out, in]: one scale per row
+    assert graph_input(w2, "int8", plain).reduce_dim == 0  # addmm's [in, out]: one per column
+    assert graph_input(x, "int8", plain).storage == "float"  # an activation, not a weight
+    assert graph_input(b, "int8", plain).storage == "float"  # a bias is 1-D
+    assert graph_input(w, "fp32", plain).storage == "float"
     # fp16 weights: kept fp16, unless the host profile measured the fp32 weights
     # faster at these rows (`FP16_KERNELS`); a bias is not a linear weight.
-    assert graph_input(b, "fp16").storage == "float"
-    with linear_kernels((), fp16=((1, "wide"),)):
-        assert graph_input(w, "fp16").storage == "float"  # the fp32 weights, no copy
-        assert not graph_input(w, "fp16", constant=True).transposed
-    assert graph_input(w, "fp16").storage == "fp16"  # unmeasured: as asked
-    with linear_kernels((), fp16=((1, "narrow"),)):
-        assert graph_input(w, "fp16").storage == "fp16"
-        assert not graph_input(w2, "fp16").transposed  # bound per call: as it is
-        assert graph_input(w2, "fp16", constant=True).transposed  # [in, out] kept [out, in]
-        assert not graph_input(w, "fp16", constant=True).transposed
+    assert graph_input(b, "fp16", plain).storage == "float"
+    wide = BuildOptions(fp16_kernels=((1, "wide"),))
+    assert graph_input(w, "fp16", wide).storage == "float"  # the fp32 weights, no copy
+    assert not graph_input(w, "fp16", wide, constant=True).transposed
+    assert graph_input(w, "fp16", plain).storage == "fp16"  # unmeasured: as asked
+    narrow = BuildOptions(fp16_kernels=((1, "narrow"),))
+    assert graph_input(w, "fp16", narrow).storage == "fp16"
+    assert not graph_input(w2, "fp16", narrow).transposed  # bound per call: as it is
+    assert graph_input(w2, "fp16", narrow, constant=True).transposed  # [in, out] kept [out, in]
+    assert not graph_input(w, "fp16", narrow, constant=True).transposed
 
 
 def test_precision_attribute_decides_under_mixed() -> None:
     function = entry_function(parse_module(LINEAR_AND_ADDMM))
     w = function.body.block.args[1]
     linear = next(op for op in function.body.block.ops if isinstance(op, npu.LinearOp))
-    assert graph_input(w, "mixed").storage == "int8"
+    plain = BuildOptions()
+    assert graph_input(w, "mixed", plain).storage == "int8"
     linear.attributes["precision"] = StringAttr("fp16")
-    assert graph_input(w, "mixed").storage == "fp16"
-    with linear_kernels((), fp16=((1, "wide"),)):
-        assert graph_input(w, "mixed").storage == "float"
-    assert graph_input(w, "int8").storage == "int8"  # int8 quantizes every linear
+    assert graph_input(w, "mixed", plain).storage == "fp16"
+    assert graph_input(w, "mixed", BuildOptions(fp16_kernels=((1, "wide"),))).storage == "float"
+    assert graph_input(w, "int8", plain).storage == "int8"  # int8 quantizes every linear
     linear.attributes["precision"] = StringAttr("fp32")
-    assert graph_input(w, "mixed").storage == "float"
-    assert graph_input(w, "fp32").storage == "float"
+    assert graph_input(w, "mixed", plain).storage == "float"
+    assert graph_input(w, "fp32", plain).storage == "float"
 
 
 def test_verifier_rejects_unknown_precision() -> None:
@@ -95,7 +97,9 @@ def test_verifier_rejects_unknown_precision() -> None:
         module.verify()
 
 
-def run_tiny(name: str, precision: str, annotate: str | None = None):
+def run_tiny(
+    name: str, precision: str, annotate: str | None = None, options: BuildOptions | None = None
+):
     tiny = load_tiny(name)
     module = tiny.fresh_module()
     plan(module)
@@ -104,7 +108,8 @@ def run_tiny(name: str, precision: str, annotate: str | None = None):
             if isinstance(op, npu.WEIGHTED_LINEAR_OPS):
                 op.attributes["precision"] = StringAttr(annotate)
     program = tiny.program
-    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), precision)
+    record_precision(entry_function(module), precision)  # the IR states it
+    executor = CompiledNPUExecutor(module, program.weights, len(program.input_names), options)
     inputs = ordered_inputs(tiny.model, tiny.args, tiny.kwargs, program.input_names)
     expected = eager_outputs(tiny.model, tiny.args, tiny.kwargs)
     actual = executor(*inputs)
@@ -134,22 +139,20 @@ def test_mixed_with_every_linear_at_fp16_is_between() -> None:
 
 
 def test_dynamic_quantization_compiles_its_own_graphs_and_stays_close() -> None:
-    """Graphs built under `dynamic_quantization(True)` are compiled apart from the
-    weight-only ones (the setting is part of the graph cache's key), and the int8 model
-    with its activations quantized at run time stays close to eager."""
+    """Graphs built with their activations' quantization forced on are compiled apart
+    from the weight-only ones (the options are part of the graph cache's key), and the
+    int8 model with its activations quantized at run time stays close to eager."""
     from forge.conversion import nnfactory_graph
-    from forge.conversion.kernel_choice import dynamic_quantization
 
     run_tiny("gpt2", "int8")  # the weight-only graphs are in the cache now
     before = nnfactory_graph.STATS.compiles
-    with dynamic_quantization(True):
-        _, result = run_tiny("gpt2", "int8")
+    _, result = run_tiny("gpt2", "int8", options=BuildOptions.for_host(None, True))
     assert nnfactory_graph.STATS.compiles > before
     assert result.kl < 1e-2 and result.top1 >= 0.9
 
 
 def test_dynamic_quantization_needs_int8_weights() -> None:
-    from forge.runtime.executor import compile_model
+    from forge.runtime.compile import compile_model
     from forge.runtime.generate import compile_lm
 
     tiny = load_tiny("gpt2")
@@ -165,39 +168,31 @@ def test_the_profile_decides_which_int8_graphs_quantize_their_activations(
 ) -> None:
     """No forcing: a graph with int8 weights quantizes its activations where the host
     profile's rule says so for its rows (the nearest measured row count), a graph
-    without int8 weights never; `dynamic_quantization(False)` (weight-only) and the
-    user's variable win over the rule."""
-    from forge.conversion.kernel_choice import (
-        DYNAMIC_QUANTIZATION_ENV,
-        dynamic_quantization,
-        dynamic_quantization_group,
-        int8_dynamic_by_rows,
-    )
+    without int8 weights never; forcing weight-only (`dynamic_quantized=False`) and the
+    user's variable, read when the options are made, win over the rule."""
+    from forge.conversion.kernel_choice import DYNAMIC_QUANTIZATION_ENV
 
     monkeypatch.delenv(DYNAMIC_QUANTIZATION_ENV, raising=False)
     ops = list(entry_function(parse_module(LINEAR_AND_ADDMM)).body.block.ops)  # 4 rows
-    assert dynamic_quantization_group(ops, int8=True) == "0"  # nothing measured
-    with int8_dynamic_by_rows(((1, True), (128, False))):
-        assert dynamic_quantization_group(ops, int8=True) == "32"  # 4 is nearest 1
-        assert dynamic_quantization_group(ops, int8=False) == "0"
-        with dynamic_quantization(False):
-            assert dynamic_quantization_group(ops, int8=True) == "0"
-        with dynamic_quantization(None):
-            assert dynamic_quantization_group(ops, int8=True) == "32"
-    with int8_dynamic_by_rows(((1, False), (128, True))):
-        assert dynamic_quantization_group(ops, int8=True) == "0"
-        monkeypatch.setenv(DYNAMIC_QUANTIZATION_ENV, "64")
-        assert dynamic_quantization_group(ops, int8=True) == "64"
+    assert BuildOptions().quantization_group_for(ops, int8=True) == "0"  # nothing measured
+    near_one = ((1, True), (128, False))
+    options = BuildOptions(int8_dynamic=near_one)
+    assert options.quantization_group_for(ops, int8=True) == "32"  # 4 is nearest 1
+    assert options.quantization_group_for(ops, int8=False) == "0"
+    weight_only = BuildOptions(int8_dynamic=near_one, quantization_group="0")
+    assert weight_only.quantization_group_for(ops, int8=True) == "0"
+    far = ((1, False), (128, True))
+    assert BuildOptions(int8_dynamic=far).quantization_group_for(ops, int8=True) == "0"
+    monkeypatch.setenv(DYNAMIC_QUANTIZATION_ENV, "64")
+    assert BuildOptions(int8_dynamic=far).quantization_group_for(ops, int8=True) == "64"
 
 
 def test_int8_graphs_the_profile_quantizes_are_their_own_and_stay_close() -> None:
     from forge.conversion import nnfactory_graph
-    from forge.conversion.kernel_choice import int8_dynamic_by_rows
 
     run_tiny("gpt2", "int8")  # weight-only graphs are in the cache now
     before = nnfactory_graph.STATS.compiles
-    with int8_dynamic_by_rows(((1, True),)):
-        _, result = run_tiny("gpt2", "int8")
+    _, result = run_tiny("gpt2", "int8", options=BuildOptions(int8_dynamic=((1, True),)))
     assert nnfactory_graph.STATS.compiles > before
     assert result.kl < 1e-2 and result.top1 >= 0.9
 

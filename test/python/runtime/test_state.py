@@ -14,7 +14,7 @@ import torch
 from forge.cli import main
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 from forge.runtime.reference import ReferenceExecutor
 
 STATEFUL = Path(__file__).resolve().parents[2] / "import" / "Inputs" / "stateful.py"

@@ -11,7 +11,7 @@ from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.frontend.models import SPECS
-from forge.runtime.executor import compile_model
+from forge.runtime.compile import compile_model
 from forge.tools.forge_opt import main as forge_opt
 from forge.transforms import run_pipeline
 from forge.transforms.forge_pipeline import PHASE34_PASSES, ForgePipelinePass, plan

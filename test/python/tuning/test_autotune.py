@@ -14,7 +14,7 @@ from forge.dialects.context import make_context
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
-from forge.transforms.forge_pipeline import plan, plan_options
+from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.transforms.npu_fuse_operators import AlphaUsed, NpuFuseOperatorsPass
 from forge.transforms.npu_optimize import optimize
@@ -23,7 +23,7 @@ from forge.tuning.autotune import (
     ALPHAS,
     DEFAULT,
     LAYOUTS,
-    PRECISIONS,
+    TUNED_PRECISIONS,
     Config,
     ConfigLatency,
     grid,
@@ -41,7 +41,7 @@ def test_default_grid_is_alpha_layout_precision_at_two_rounds() -> None:
     assert len(full) == 135 == len(set(full))
     assert {c.alpha for c in full} == set(ALPHAS)
     assert {c.layout for c in full} == set(LAYOUTS)
-    assert {c.precision for c in full} == set(PRECISIONS)
+    assert {c.precision for c in full} == set(TUNED_PRECISIONS)
     assert {c.iterations for c in full} == {1, 2, 3}
     assert DEFAULT in default
 
@@ -198,27 +198,26 @@ def test_mixed_is_priced_from_the_measured_assignment() -> None:
     assert all_fp16.trials[2].features.s_params == fp16
 
 
-def test_plan_options_reach_plan_like_keywords() -> None:
-    """`forge autotune --latency` compiles through compile_model, which passes only
-    precision and placement to plan(): the configuration's other options come from
-    plan_options(), and must build what the same keywords build."""
+def test_pipeline_options_reach_plan_through_compile_model() -> None:
+    """`forge autotune --latency` compiles through compile_model: a configuration's
+    alpha, layout and iterations travel as its `pipeline` record, build what the same
+    keywords to plan() build, and are checked before anything is captured."""
+    from forge.runtime.compile import compile_model
+
     tiny = load_tiny("gpt2")
     options = {"alpha": 0.2, "layout": "contiguous", "iterations": 1}
     by_keywords = tiny.fresh_module()
-    plan(by_keywords, **options)
-    by_scope = tiny.fresh_module()
-    with plan_options(**options):
-        plan(by_scope)
-    assert by_scope.is_structurally_equivalent(by_keywords)
-    default = tiny.fresh_module()
-    plan(default)
-    assert not default.is_structurally_equivalent(by_keywords)
-    overridden = tiny.fresh_module()
-    with plan_options(alpha=0.2, layout="contiguous"):
-        plan(overridden, alpha=1.0, layout="auto")  # the caller's keywords win
-    assert overridden.is_structurally_equivalent(default)
-    with pytest.raises(ValueError, match="layout"), plan_options(layout="diagonal"):
-        pass
+    want = plan(by_keywords, **options)
+
+    def runs(records: list) -> list[tuple[str, int, int]]:
+        return [(r.name, r.rewrites, r.ops_after) for r in records]
+
+    _, report = compile_model(tiny.model, tiny.args, tiny.kwargs, pipeline=options)
+    assert runs(report.plan.records) == runs(want.records)
+    _, default = compile_model(tiny.model, tiny.args, tiny.kwargs)
+    assert runs(default.plan.records) != runs(want.records)
+    with pytest.raises(ValueError, match="layout"):
+        compile_model(tiny.model, tiny.args, tiny.kwargs, pipeline={"layout": "diagonal"})
 
 
 def test_measure_config_is_picklable_in_and_out() -> None:
