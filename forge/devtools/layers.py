@@ -28,16 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-PACKAGE_DIRS = {
-    "forge": "forge",
-    "forge.dialects": "dialects",
-    "forge.transforms": "transforms",
-    "forge.conversion": "conversion",
-    "forge.tools": "tools",
-}
-"""Import name -> folder (pyproject's package-dir)."""
+from forge.support.host import PACKAGE_DIRS, SOURCE_ROOT
 
 LAYERS: dict[str, int] = {
     "forge": 7,  # only forge/__init__.py: re-exports forge.runtime.api (forge.compile)
@@ -45,6 +36,7 @@ LAYERS: dict[str, int] = {
     "forge.collector": 0,
     "forge.xdsl_compat": 0,
     "forge.flags": 0,
+    "forge.support": 0,
     "forge.files": 1,
     "forge.campaign": 1,
     "forge.dialects": 2,
@@ -91,7 +83,7 @@ class Graph:
 
 def module_name(path: Path) -> str | None:
     for name, folder in PACKAGE_DIRS.items():
-        base = ROOT / folder
+        base = SOURCE_ROOT / folder
         if base in path.parents:
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -103,7 +95,7 @@ def module_name(path: Path) -> str | None:
 def discover() -> dict[str, Path]:
     modules = {}
     for folder in PACKAGE_DIRS.values():
-        for path in sorted((ROOT / folder).rglob("*.py")):
+        for path in sorted((SOURCE_ROOT / folder).rglob("*.py")):
             name = module_name(path)
             if name is not None:
                 modules[name] = path
