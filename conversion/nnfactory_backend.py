@@ -15,7 +15,7 @@ import warnings
 from functools import cache
 from types import ModuleType
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.support.host import NNFACTORY_LIBRARY, NNFACTORY_PACKAGE, nnfactory_package_dir
 
 PACKAGE = NNFACTORY_PACKAGE

@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.support.host import PACKAGE_DIRS, distribution_version
 from forge.tools import reproducer
 

@@ -27,7 +27,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.worklist import Worklist
 
-from forge.diagnostics import ForgeError, location_of, one_line
+from forge.support.diagnostics import ForgeError, location_of, one_line
 
 DEFAULT_ITERATIONS = 10
 """Sweeps that each rewrote something before a pattern pass gives up (MLIR's

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge import flags
-from forge.files import atomic_write
+from forge.support import flags
+from forge.support.files import atomic_write
 
 
 class BackendsOption(argparse.Action):

@@ -64,11 +64,11 @@ import torch
 
 from forge.devtools.children import Child
 from forge.devtools.numerics import agreement
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.checkpoint import is_checkpoint_dir
 from forge.frontend.loading import Loaded, load_model
 from forge.runtime.executor import compile_model
+from forge.support.diagnostics import ForgeError
 from forge.support.host import cpu_description
 
 

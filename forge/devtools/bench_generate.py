@@ -73,11 +73,11 @@ from forge.devtools.bench import (
     weight_bytes,
 )
 from forge.devtools.children import Child
-from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
 from forge.runtime.executor import QUANTIZED_NOTES, CompileReport
 from forge.runtime.generate import compile_lm
+from forge.support.diagnostics import ForgeError
 from forge.support.host import SOURCE_ROOT, cpu_description, distribution_version
 
 

@@ -55,8 +55,8 @@ from forge.devtools.fuzz_models import (
     write_spec,
 )
 from forge.devtools.shrink import Budget
-from forge.diagnostics import ForgeError, one_line
 from forge.runtime.agreement import FP32_LIMIT, Outputs, fp32_noise
+from forge.support.diagnostics import ForgeError, one_line
 
 REGRESSIONS = Path("test/python/regressions/transformers")
 """Default save directory for shrunk failures, relative to the repository root."""

@@ -57,8 +57,6 @@ from torch.utils._pytree import treespec_loads
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-from forge.collector import collector_paused
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.capture import resolve_tied_weights
 from forge.runtime.cache_files import (
@@ -83,6 +81,8 @@ from forge.runtime.cache_files import (
 )
 from forge.runtime.cache_key import FORMAT, captured_fields, key_of, program_fields
 from forge.runtime.cache_trust import model_fields
+from forge.support.collector import collector_paused
+from forge.support.diagnostics import ForgeError
 from forge.support.host import cache_folder
 
 MAX_ENV = "FORGE_CACHE_MAX_BYTES"

@@ -36,12 +36,6 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import (
-    cache_updates_kernel,
-    cpu_kernel,
-    packed_linear_kernel,
-    wants_threads,
-)
 from forge.conversion.graph_call import GraphCall
 from forge.conversion.kernel_choice import (
     FP16_KERNELS,
@@ -61,7 +55,6 @@ from forge.conversion.segments import (
     npu_groups,
 )
 from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import PRECISIONS
@@ -80,6 +73,13 @@ from forge.runtime.input_contract import input_contract
 from forge.runtime.precision import measure_mixed_precision
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import (
+    cache_updates_kernel,
+    cpu_kernel,
+    packed_linear_kernel,
+    wants_threads,
+)
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import HostProfile, load_profile
 from forge.transforms.npu_fold_constants import is_deterministic

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from forge.conversion.capabilities import PAGED_BLOCK
-from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.compile_cache import CompileCache
 from forge.runtime.executor import CompiledNPUExecutor, CompileReport, compile_model
 from forge.runtime.threads import graph_threads
+from forge.support.diagnostics import ForgeError
+from forge.target.capabilities import PAGED_BLOCK
 
 
 @dataclass

@@ -43,7 +43,6 @@ import numpy as np
 import torch
 from xdsl.dialects import func
 
-from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.kernel_choice import (
     INT8_KERNELS,
     LINEAR_KERNELS,
@@ -52,10 +51,10 @@ from forge.conversion.kernel_choice import (
     snippets_by_rows,
 )
 from forge.conversion.nnfactory_graph import build_segment
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
-from forge.files import atomic_write
+from forge.support.diagnostics import ForgeError
+from forge.support.files import atomic_write
 from forge.support.host import (
     cache_folder,
     cores,
@@ -63,6 +62,7 @@ from forge.support.host import (
     distribution_version,
     nnfactory_build,
 )
+from forge.target.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.transforms.host_profile import (
     FORMAT,
     HostProfile,

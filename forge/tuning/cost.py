@@ -31,12 +31,12 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import PRECISIONS
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
-from forge.files import atomic_write
+from forge.support.diagnostics import ForgeError
+from forge.support.files import atomic_write
 from forge.support.host import cache_folder
 from forge.transforms.npu_assign_precision import fallback_keeps_fp16
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import forge
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.runtime.api import CompiledModule
 from forge.runtime.executor import CompiledNPUExecutor, CompileReport
+from forge.support.diagnostics import ForgeError
 
 TOLERANCE = 1e-5
 

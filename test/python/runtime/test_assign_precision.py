@@ -12,10 +12,10 @@ from conftest import load_tiny
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import plan
 
 

@@ -16,11 +16,11 @@ from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
 from forge.conversion.kernel_choice import FP16_KERNELS, linear_kernels
 from forge.devtools.numerics import compare, eager_outputs
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor, compile_model
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import PlanReport, plan
 
 MODELS = ["gpt2", "llama-3.2-1b"]
@@ -387,7 +387,7 @@ def test_profile_moves_prompt_linears_to_onednn(rows: int) -> None:
 
 
 def test_packed_linear_matches_aten() -> None:
-    from forge.conversion.cpu_kernels import PackedLinear, packed_gemm_available
+    from forge.target.cpu_kernels import PackedLinear, packed_gemm_available
 
     torch.manual_seed(0)
     x, w, b = torch.randn(2, 5, 12), torch.randn(7, 12), torch.randn(7)

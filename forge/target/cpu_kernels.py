@@ -22,10 +22,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, numel
+from forge.support.diagnostics import ForgeError
 
 aten = torch.ops.aten
 Kernel = Callable[..., Any]

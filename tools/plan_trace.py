@@ -18,11 +18,11 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion import cached_attention, nnfactory_graph
-from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphInput
-from forge.conversion.plan_text import describe, literal, tuple_text
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects.shapes import DYNAMIC
+from forge.support.diagnostics import ForgeError, op_error
+from forge.target.cpu_kernels import torch_dtype
+from forge.tools.plan_text import describe, literal, tuple_text
 
 # ------------------------------------------------------- recording a segment
 
