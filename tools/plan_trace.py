@@ -229,12 +229,12 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
         trace.weight(spec, tensor, made)
         return made
 
-    GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
+    GraphInput.arrays = recording_arrays
     try:
         with _recording_slices(trace), _recording_marks(trace), _recording_paged(trace):
             yield
     finally:
-        GraphInput.arrays = arrays  # type: ignore[method-assign]
+        GraphInput.arrays = arrays
 
 
 @contextlib.contextmanager

@@ -443,7 +443,7 @@ def _dense(result_type: TensorType, tensor: torch.Tensor) -> DenseIntOrFPElement
         values = [int(v) for v in flat.tolist()]
     if values.count(values[0]) == len(values):
         values = values[:1]  # stored once, printed as a splat `dense<v>`
-    return DenseIntOrFPElementsAttr.from_list(result_type, values)  # type: ignore[arg-type]
+    return DenseIntOrFPElementsAttr.from_list(result_type, values)
 
 
 @dataclass

@@ -13,7 +13,7 @@ class BackendsOption(argparse.Action):
     """`--backends B,...`, whose help lists the registered bench backends. The registry
     is read only when help is shown: it imports torch, too slow for `forge` start-up."""
 
-    @property  # type: ignore[override]
+    @property
     def help(self) -> str:
         # Imported when help is shown, not at `forge` start-up (torch takes seconds).
         from forge.devtools.bench import backend_names

@@ -128,7 +128,7 @@ def where_kernel(op: npu.WhereOp) -> Kernel:
 
 
 def cast_kernel(op: npu.CastOp) -> Kernel:
-    dtype = torch_dtype(op.result.type.get_element_type())  # type: ignore[attr-defined]
+    dtype = torch_dtype(op.result.type.get_element_type())
     return lambda x: aten._to_copy.default(x, dtype=dtype)
 
 

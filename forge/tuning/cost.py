@@ -251,7 +251,7 @@ def _scan(function: func.FuncOp) -> BodyScan:
         n_ops += 1
         n_linear += is_linear(op)
         if kind is npu.ConstantOp:
-            constants.append(op)  # type: ignore[arg-type]
+            constants.append(op)
         annotated = annotated or "precision" in op.attributes
         d = 1 + max((level.get(v, 0) for v in op.operands), default=0)
         for r in op.results:
