@@ -29,7 +29,6 @@ import importlib
 from functools import cache
 from typing import Any
 
-from forge.conversion.capabilities import PAGED_BLOCK, paged_cache_rejects
 from forge.conversion.nnfactory_graph import (
     PACKAGE,
     GraphBuilder,
@@ -39,6 +38,7 @@ from forge.conversion.nnfactory_graph import (
     bindings,
 )
 from forge.dialects import npu
+from forge.target.capabilities import PAGED_BLOCK, paged_cache_rejects
 
 
 @cache

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from forge.conversion.nnfactory_backend import bindings
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 
 @dataclass(frozen=True)

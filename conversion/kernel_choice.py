@@ -27,9 +27,9 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from forge.conversion.segments import GRANULARITIES, WEIGHT_BINDINGS
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC
+from forge.support.diagnostics import ForgeError
 
 if TYPE_CHECKING:
     from forge.transforms.host_profile import HostProfile

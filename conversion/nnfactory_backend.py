@@ -14,12 +14,12 @@ import os
 import sys
 import warnings
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
+from forge.support.host import NNFACTORY_LIBRARY, NNFACTORY_PACKAGE, nnfactory_package_dir
 
-PACKAGE = "intel_npu_acceleration_library"
+PACKAGE = NNFACTORY_PACKAGE
 
 
 class NNFactoryUnavailable(ForgeError):
@@ -62,13 +62,13 @@ def load_backend() -> ModuleType:
 def _backend() -> ModuleType:
     """Import `intel_npu_acceleration_library.backend` without the package root."""
     spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    package_dir = nnfactory_package_dir()
+    if spec is None or package_dir is None:
         raise NNFactoryUnavailable(
             "NNFactory (intel-npu-acceleration-library 1.4.0) is not installed; "
             "run `bash scripts/setup.sh`"
         )
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
-    library = package_dir / "lib" / "libintel_npu_acceleration_library.so"
+    library = package_dir / NNFACTORY_LIBRARY
     if not library.exists():
         raise NNFactoryUnavailable(f"NNFactory's native library is missing: {library}")
     if PACKAGE not in sys.modules:

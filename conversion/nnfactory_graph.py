@@ -45,8 +45,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from forge.conversion import weight_spill
-from forge.conversion.capabilities import Lowering, LoweringFunction, lowering_of
-from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import (
     DYNAMIC_QUANTIZATION_ENV,
@@ -62,10 +60,12 @@ from forge.conversion.kernel_choice import (
     nnfactory_env,
 )
 from forge.conversion.nnfactory_backend import PACKAGE, bindings, load_backend
-from forge.diagnostics import ForgeError
 from forge.dialects import dtypes, npu
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
+from forge.support.diagnostics import ForgeError
+from forge.target.capabilities import Lowering, LoweringFunction, lowering_of
+from forge.target.cpu_kernels import torch_dtype
 
 Node = Any
 """An NNFactory `Tensor` (a node of the graph under construction)."""
@@ -436,7 +436,7 @@ def _cache_key(
 
 
 class GraphTrace(Protocol):
-    """Watches a graph being built (`forge.conversion.plan_to_python` prints it)."""
+    """Watches a graph being built (`forge.tools.plan_to_python` prints it)."""
 
     def wrap(self, factory: Any) -> Any:
         """What the builder calls instead of `factory` (a recording proxy)."""

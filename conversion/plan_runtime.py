@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from forge.conversion import cached_attention, kernel_choice, nnfactory_graph
-from forge.conversion.cpu_kernels import attend_cached, check_run  # noqa: F401 (printed)
 from forge.conversion.graph_call import GraphInput
 from forge.conversion.nnfactory_backend import PACKAGE
+from forge.target.cpu_kernels import attend_cached, check_run  # noqa: F401 (printed)
 
 
 def weight_arrays(

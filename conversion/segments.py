@@ -14,9 +14,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import torch_dtype
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import torch_dtype
 from forge.transforms.npu_linear_scan import AllocationReport, allocate, byte_size
 from forge.transforms.npu_liveness import compute_liveness
 from forge.transforms.npu_schedule_affinity import body_ops, device_of
@@ -30,7 +30,7 @@ of identical layers then share one compile, as `granularity="op"` benefits from)
 
 def device_runs(function: func.FuncOp) -> Iterator[tuple[str, list[Operation]]]:
     """The body in schedule order as ("npu", a maximal run of NPU ops) and ("cpu", [op])
-    items. Shared with `forge.conversion.plan_to_python`, so the printed plan has the
+    items. Shared with `forge.tools.plan_to_python`, so the printed plan has the
     executed plan's steps."""
     run: list[Operation] = []
     for op in body_ops(function.body.block):

@@ -15,9 +15,9 @@ from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from forge import xdsl_compat
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects.npu import NPU, in_place_writes
+from forge.support import xdsl_compat
+from forge.support.diagnostics import ForgeError, op_error
 
 xdsl_compat.apply()
 

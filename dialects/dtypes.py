@@ -22,9 +22,10 @@ from xdsl.dialects.builtin import (
     i64,
 )
 
-# Defined without torch, for the CLI's start-up; the names every layer imports are these.
-from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PROGRAM_PRECISIONS, QUANTIZED_PRECISIONS, WEIGHT_PRECISIONS
+
+# Defined without torch, for the CLI's start-up; the names every layer imports are these.
+from forge.support.diagnostics import ForgeError
 
 DTYPES: dict[torch.dtype, Attribute] = {
     torch.float32: Float32Type(),

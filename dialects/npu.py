@@ -204,7 +204,7 @@ def _int(attr: IntegerAttr) -> int:
 
 
 def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
-    return tuple(attr.get_values())  # type: ignore[arg-type]
+    return tuple(attr.get_values())
 
 
 class EffectfulWhen(MemoryEffect):

@@ -48,8 +48,8 @@ from forge.commands import (
     plan,
     report,
 )
-from forge.diagnostics import ForgeError, one_line
-from forge.diagnostics import report as report_error
+from forge.support.diagnostics import ForgeError, one_line
+from forge.support.diagnostics import report as report_error
 
 TOOL = "forge"
 

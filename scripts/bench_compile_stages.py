@@ -23,6 +23,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from forge.support.host import cpu_model
+
 DEFAULT_MODELS = ("gpt2", "qwen2-0.5b", "llama-3.2-1b", "llama-3.1-8b")
 
 
@@ -65,8 +67,6 @@ def one_run(captured: object, precision: str) -> Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from forge.runtime.host_profile import cpu_model  # imported when run: torch is slow to load
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(DEFAULT_MODELS))
     parser.add_argument("--runs", type=int, default=5, help="timed runs after the cold one")

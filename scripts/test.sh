@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install whatever is missing, then run every test: ruff, the lit/FileCheck suites, pytest.
+# Install whatever is missing, then run every test: ruff, mypy, the lit/FileCheck suites,
+# pytest.
 # Exits non-zero if any of them fails (all of them run regardless).
 set -uo pipefail
 
@@ -11,6 +12,8 @@ cd "$ROOT"
 status=0
 echo "== ruff"
 "$BIN/ruff" check . && "$BIN/ruff" format --check . || status=1
+echo "== mypy (scripts/typecheck.sh)"
+bash "$ROOT/scripts/typecheck.sh" || status=1
 echo "== lit (FileCheck suites under test/)"
 "$BIN/lit" -sv test/ || status=1
 echo "== pytest (test/python)"

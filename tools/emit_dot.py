@@ -58,7 +58,7 @@ def function_to_dot(function: func.FuncOp) -> str:
     def source(value: SSAValue) -> str | None:
         if isinstance(value, BlockArgument):
             return None
-        return ids.get(value.owner)  # type: ignore[arg-type]
+        return ids.get(value.owner)
 
     for op in ops:
         for operand in op.operands:

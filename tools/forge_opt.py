@@ -42,11 +42,11 @@ from xdsl.utils.lexer import Span
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from forge import xdsl_compat
-from forge.diagnostics import ForgeError, one_line, op_error, parse_error, report
 from forge.dialects.context import verify_functions
 from forge.dialects.npu import NPU
-from forge.files import AtomicFile
+from forge.support import xdsl_compat
+from forge.support.diagnostics import ForgeError, one_line, op_error, parse_error, report
+from forge.support.files import AtomicFile
 from forge.tools import reproducer
 from forge.tools.emit_dot import module_to_dot
 from forge.tools.ir_printing import (
@@ -299,7 +299,7 @@ class ForgeOptMain(xDSLOptMain):
 
         def python_target() -> type[Target]:
             # torch-heavy: imported only when used, so plain forge-opt starts fast.
-            from forge.conversion.plan_to_python import PythonTarget
+            from forge.tools.plan_to_python import PythonTarget
 
             return PythonTarget
 
@@ -569,7 +569,7 @@ class ForgeOptMain(xDSLOptMain):
     def _plan_program(self, module: ModuleOp, spec: ArgSpec | None) -> str:
         """`-t python{granularity=... precision=...}`: option errors are one line too."""
         # torch-heavy: imported only when used, so plain forge-opt starts fast.
-        from forge.conversion.plan_to_python import PythonTarget, plan_to_python
+        from forge.tools.plan_to_python import PythonTarget, plan_to_python
 
         try:
             target = PythonTarget.from_spec(spec) if spec is not None else PythonTarget()

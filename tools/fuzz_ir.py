@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from forge.campaign import Campaign
 from forge.devtools.shrink import Budget, ddmin
-from forge.diagnostics import ForgeError
+from forge.support.campaign import Campaign
+from forge.support.diagnostics import ForgeError
 from forge.tools.forge_opt import main
 
 NUMBER = re.compile(r"-?\d+")

@@ -38,7 +38,7 @@ class ElidingPrinter(Printer):
     def print_attribute(self, attribute: Attribute) -> None:
         if self.elide_larger is not None and _is_large(attribute, self.elide_larger):
             self.print_string(f"dense_resource<{ELIDED}> : ")
-            self.print_attribute(attribute.get_type())  # type: ignore[attr-defined]
+            self.print_attribute(attribute.get_type())
             return
         super().print_attribute(attribute)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
+from forge.support.host import PACKAGE_DIRS, distribution_version
 from forge.tools import reproducer
 
 
@@ -255,15 +255,11 @@ def package_origins() -> dict[str, str]:
     """Each `forge.*` package -> the checkout folder it was loaded from (an editable
     install maps top-level folders into `forge`, so two checkouts can mix)."""
     origins: dict[str, str] = {}
-    for name in PACKAGES:
+    for name in PACKAGE_DIRS:
         module = importlib.import_module(name)
         path = Path(module.__file__ or ".").resolve().parent
         origins[name] = str(path.parent)
     return origins
-
-
-PACKAGES = ("forge", "forge.dialects", "forge.transforms", "forge.conversion", "forge.tools")
-"""The packages a checkout provides (pyproject.toml's package-dir map)."""
 
 
 def mixed_checkouts(origins: Mapping[str, str]) -> str | None:
@@ -278,14 +274,8 @@ def mixed_checkouts(origins: Mapping[str, str]) -> str | None:
 def version_text() -> str:
     """`forge-opt --version`: the versions and where each package was loaded from."""
     origins = package_origins()
-    lines = [f"forge-opt (forge {_version('forge-ugc')}, xdsl {_version('xdsl')})"]
+    forge, xdsl = (distribution_version(d, missing="not installed") for d in ("forge-ugc", "xdsl"))
+    lines = [f"forge-opt (forge {forge}, xdsl {xdsl})"]
     lines += [f"  {name}: {root}" for name, root in origins.items()]
     warning = mixed_checkouts(origins)
     return "\n".join(lines + ([warning] if warning else []))
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"

@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forge.diagnostics import ForgeError
-from forge.files import atomic_write
+from forge.support.diagnostics import ForgeError
+from forge.support.files import atomic_write
 
 DEFAULT_DIR = os.path.join("build", "forge-opt-reproducers")
 TITLE = "// forge-opt crash reproducer (replay: forge-opt --run-reproducer FILE)"

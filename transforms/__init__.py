@@ -10,8 +10,8 @@ from typing import TypeVar
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
-from forge.diagnostics import ForgeError, one_line
 from forge.dialects.context import make_context
+from forge.support.diagnostics import ForgeError, one_line
 from forge.transforms.pattern_pass import PassRecord, collect_statistics
 
 T = TypeVar("T")

@@ -31,8 +31,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 
-from forge.collector import collector_paused
 from forge.dialects.context import make_context
+from forge.support.collector import collector_paused
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass, PrecisionReport
 from forge.transforms.npu_assign_vregs import NpuAssignVregsPass
 from forge.transforms.npu_attend_before_write import NpuAttendBeforeWritePass

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 MARGIN = 0.15
 """How much faster the CPU must measure before an op leaves the NPU (its default): on a

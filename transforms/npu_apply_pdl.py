@@ -43,7 +43,7 @@ from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from forge.diagnostics import ForgeError, location_of, one_line, op_error, parse_error
+from forge.support.diagnostics import ForgeError, location_of, one_line, op_error, parse_error
 from forge.transforms.pattern_pass import RewriteLimits, run_patterns
 
 NAME = "npu-apply-pdl"

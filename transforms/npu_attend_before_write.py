@@ -135,7 +135,7 @@ class AttendBeforeWrite(RewritePattern):
         element = element_type(update.cache.type)
         key = (update.positions, length, element, trailing)
         known = self.selectors.get(key)
-        if known is not None and npu.runs_before(known[1].owner, update):  # type: ignore[arg-type]
+        if known is not None and npu.runs_before(known[1].owner, update):
             return known
         shape = [length, *[1] * trailing]
         self.selectors[key] = _new_selectors(update.positions, shape, element, rewriter, update)
@@ -179,7 +179,7 @@ def _new_selectors(
     same = _near(column, position, pairs, rewriter, before)
     after = DenseIntOrFPElementsAttr.from_list(
         pairs,
-        [1.0 if j > i else 0.0 for i in range(count) for j in range(count)],  # type: ignore[arg-type]
+        [1.0 if j > i else 0.0 for i in range(count) for j in range(count)],
     )
     later = _insert(rewriter, before, npu.ConstantOp(after))
     overwritten = _insert(rewriter, before, npu.MulOp(operands=[same, later], result_types=[pairs]))
@@ -195,7 +195,7 @@ def _row_numbers(
 ) -> SSAValue:
     """`shape` ([rows, 1, ...]) floats: each row's number."""
     numbers = [float(r) for r in range(shape[0])]
-    attr = DenseIntOrFPElementsAttr.from_list(TensorType(element, shape), numbers)  # type: ignore[arg-type]
+    attr = DenseIntOrFPElementsAttr.from_list(TensorType(element, shape), numbers)
     return _insert(rewriter, before, npu.ConstantOp(attr))
 
 

@@ -31,10 +31,10 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from forge.conversion.cpu_kernels import NoKernel, cpu_kernel
 from forge.dialects import npu
 from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, normalize_dim, numel, shape_of
+from forge.target.cpu_kernels import NoKernel, cpu_kernel
 from forge.transforms.matchers import (
     constant_of,
     replace_and_erase_producers,
@@ -443,7 +443,7 @@ def _dense(result_type: TensorType, tensor: torch.Tensor) -> DenseIntOrFPElement
         values = [int(v) for v in flat.tolist()]
     if values.count(values[0]) == len(values):
         values = values[:1]  # stored once, printed as a splat `dense<v>`
-    return DenseIntOrFPElementsAttr.from_list(result_type, values)  # type: ignore[arg-type]
+    return DenseIntOrFPElementsAttr.from_list(result_type, values)
 
 
 @dataclass

@@ -47,7 +47,6 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from forge.conversion.capabilities import PAGED_BLOCK
 from forge.dialects import npu
 from forge.dialects.shapes import (
     DYNAMIC,
@@ -57,6 +56,7 @@ from forge.dialects.shapes import (
     normalize_dim,
     shape_of,
 )
+from forge.target.capabilities import PAGED_BLOCK
 from forge.transforms.matchers import (
     constant_of,
     erase_dead_producers,

@@ -52,9 +52,9 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
-from forge.diagnostics import op_error
 from forge.dialects import npu
 from forge.dialects.shapes import element_type, numel, shape_of
+from forge.support.diagnostics import op_error
 from forge.transforms.npu_liveness import Liveness, compute_liveness, i64_array
 from forge.transforms.pattern_pass import run_on_functions
 

@@ -28,8 +28,8 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from forge.diagnostics import op_error
 from forge.dialects import npu
+from forge.support.diagnostics import op_error
 from forge.transforms.npu_assign_vregs import assign_vregs
 from forge.transforms.pattern_pass import run_on_functions
 

@@ -1,6 +1,6 @@
 """npu-place-devices: set each op's `device` from the op-capability table.
 
-An op goes to the NPU when `forge.conversion.capabilities` says NNFactory can run it (opcode,
+An op goes to the NPU when `forge.target.capabilities` says NNFactory can run it (opcode,
 element types, ranks, static shapes, op-specific checks), and to the CPU otherwise.
 Data movement (views, split, cat, copies, eval dropout) is free on either side, so it
 stays on the device of the value it moves when that value comes from the CPU, and a
@@ -12,7 +12,7 @@ when this machine measured it faster there, transitions included
 each estimated from the nearest measured shape bucket. An LM head (only `func.return`
 reads it) adds one transition, a linear inside the program two, so measured speed
 decides both, with no rule about which CPU or library is present. The executor packs
-such a CPU linear's weight once (`conversion.cpu_kernels.PackedLinear`), as the profile
+such a CPU linear's weight once (`target.cpu_kernels.PackedLinear`), as the profile
 measured it. `Placement.measured` keeps every such decision with its times.
 `placement_report()` says why each CPU op is there.
 """
@@ -28,9 +28,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import BlockArgument, Operation
 from xdsl.passes import ModulePass
 
-from forge.conversion.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.dialects import npu
 from forge.dialects.shapes import numel
+from forge.target.capabilities import NEUTRAL_OPS, capability_key, npu_rejects
 from forge.transforms.host_profile import HostProfile, check_profile_option, load_profile
 from forge.transforms.pattern_pass import run_on_functions
 

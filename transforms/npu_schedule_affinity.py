@@ -40,8 +40,8 @@ from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.traits import IsTerminator
 
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
+from forge.support.diagnostics import ForgeError, op_error
 from forge.transforms.pattern_pass import run_on_functions, side_effect_free
 
 DEVICES = ("npu", "cpu")

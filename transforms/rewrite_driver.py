@@ -27,7 +27,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.worklist import Worklist
 
-from forge.diagnostics import ForgeError, location_of, one_line
+from forge.support.diagnostics import ForgeError, location_of, one_line
 
 DEFAULT_ITERATIONS = 10
 """Sweeps that each rewrote something before a pattern pass gives up (MLIR's
@@ -391,7 +391,7 @@ class OpWorklist(Worklist[Operation]):
         """Queue distinct `ops` at once, the last one to pop first; the worklist must
         be empty (it is, whenever the driver sweeps the IR)."""
         assert not self._ids, "fill needs an empty worklist"
-        self._stack = ops  # type: ignore[assignment]
+        self._stack = ops
         self._ids = {id(op): i for i, op in enumerate(ops)}
 
 

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from forge import flags
 from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -32,9 +32,9 @@ def add_parser(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     """`forge ablate MODEL... [--tiny] [--seq N] [--precision P] [--passes a,b] [--latency]`."""
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
-    from forge.diagnostics import ForgeError
     from forge.frontend.loading import load_program
     from forge.runtime.precision import program_fp16_weights
+    from forge.support.diagnostics import ForgeError
     from forge.tuning.ablate import ABLATIONS, ablate
     from forge.tuning.cost import CostModel
 

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from forge import flags
-from forge.campaign import Campaign, add_ray_arguments
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
+from forge.support.campaign import Campaign, add_ray_arguments
 
 if TYPE_CHECKING:
     from forge.tuning.autotune import Trial
@@ -40,9 +40,9 @@ def add_parser(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     """`forge autotune MODEL... [--tiny] [--seq N] [--full] [--top K] [--latency K]`."""
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
-    from forge.diagnostics import ForgeError
     from forge.frontend.loading import load_program
     from forge.runtime.precision import program_fp16_weights
+    from forge.support.diagnostics import ForgeError
     from forge.tuning.autotune import (
         DEFAULT_ITERATIONS,
         format_latency,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge import flags
-from forge.files import atomic_write
+from forge.support import flags
+from forge.support.files import atomic_write
 
 
 class BackendsOption(argparse.Action):
     """`--backends B,...`, whose help lists the registered bench backends. The registry
     is read only when help is shown: it imports torch, too slow for `forge` start-up."""
 
-    @property  # type: ignore[override]
+    @property
     def help(self) -> str:
         # Imported when help is shown, not at `forge` start-up (torch takes seconds).
         from forge.devtools.bench import backend_names

@@ -7,7 +7,7 @@ import re
 import time
 from typing import Any
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

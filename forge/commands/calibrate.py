@@ -6,9 +6,9 @@ import argparse
 import time
 from typing import Any
 
-from forge import flags
-from forge.campaign import Campaign, add_ray_arguments
-from forge.diagnostics import ForgeError
+from forge.support import flags
+from forge.support.campaign import Campaign, add_ray_arguments
+from forge.support.diagnostics import ForgeError
 
 
 def add_parser(sub: Any) -> None:

@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from forge import flags
-from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
+from forge.support.diagnostics import ForgeError
 
 FEW_FALLBACKS = 3
 """More NPU-placed ops than this falling back to the CPU is a warning, not a note."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 
 def add_parser(sub: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge import flags
-from forge.campaign import Campaign, add_ray_arguments
+from forge.support import flags
+from forge.support.campaign import Campaign, add_ray_arguments
 
 
 def add_parser(sub: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge import flags
-from forge.campaign import Campaign, add_ray_arguments
+from forge.support import flags
+from forge.support.campaign import Campaign, add_ray_arguments
 
 FAMILIES = ("blocks", "transformers")
 CASE_TIMEOUT = 600.0
@@ -41,7 +41,7 @@ def run(ns: argparse.Namespace) -> int:
     # Imported when the command runs, not at `forge` start-up (torch and xDSL take seconds).
     from pathlib import Path
 
-    from forge.diagnostics import ForgeError
+    from forge.support.diagnostics import ForgeError
 
     if ns.cases < 0:
         raise ForgeError(f"--cases must be at least 0, got {ns.cases}")

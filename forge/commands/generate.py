@@ -6,11 +6,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from forge import flags
 from forge.commands.compile import weight_only_option
-from forge.diagnostics import ForgeError
 from forge.dialects.precisions import PROGRAM_PRECISIONS
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
+from forge.support.diagnostics import ForgeError
 
 
 def add_parser(sub: Any) -> None:

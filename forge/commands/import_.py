@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from forge import flags
-from forge.files import atomic_write
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
+from forge.support.files import atomic_write
 
 
 def add_parser(sub: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from forge import flags
 from forge.frontend.checkpoint import add_loading_flags, loading_options
+from forge.support import flags
 
 
 def add_parser(sub: Any) -> None:

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from forge import flags
-from forge.diagnostics import ForgeError
+from forge.support import flags
+from forge.support.diagnostics import ForgeError
 
 
 def add_parser(sub: Any) -> None:

@@ -64,11 +64,12 @@ import torch
 
 from forge.devtools.children import Child
 from forge.devtools.numerics import agreement
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.checkpoint import is_checkpoint_dir
 from forge.frontend.loading import Loaded, load_model
 from forge.runtime.compile import compile_model
+from forge.support.diagnostics import ForgeError
+from forge.support.host import cpu_description
 
 
 @dataclass
@@ -631,7 +632,7 @@ class BenchReport:
         lines = [
             f"forge bench: {self.model}{' (tiny)' if self.tiny else ''}, batch 1, seq "
             f"{self.seq}, {self.threads} thread(s), {self.runs} timed runs each, fp32",
-            f"torch {torch.__version__.split('+')[0]}; {cpu_name()}",
+            f"torch {torch.__version__.split('+')[0]}; {cpu_description()}",
         ]
         lines += self.notes
         lines += [
@@ -715,20 +716,6 @@ class BenchReport:
             )
             lines.append(row + guess if r.estimate[1] else row.rstrip())
         return lines
-
-
-def cpu_name() -> str:
-    """`lscpu`'s model name and the core count, for the report's header."""
-    try:
-        text = subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=False, env={"LC_ALL": "C"}
-        ).stdout
-    except OSError:
-        text = ""
-    names = [line.partition(":")[2].strip() for line in text.splitlines()]
-    keys = [line.partition(":")[0].strip() for line in text.splitlines()]
-    name = names[keys.index("Model name")] if "Model name" in keys else "unknown CPU"
-    return f"{name}, {os.cpu_count()} core(s)"
 
 
 def default_bench_python() -> Path:

@@ -49,7 +49,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +73,13 @@ from forge.devtools.bench import (
     weight_bytes,
 )
 from forge.devtools.children import Child
-from forge.diagnostics import ForgeError
 from forge.frontend.loading import load_model
 from forge.frontend.static_cache import check_causal_lm
 from forge.runtime.build_notes import QUANTIZED_NOTES
 from forge.runtime.compile import CompileReport
 from forge.runtime.generate import compile_lm
+from forge.support.diagnostics import ForgeError
+from forge.support.host import SOURCE_ROOT, cpu_description, distribution_version
 
 
 @dataclass(frozen=True)
@@ -446,13 +446,9 @@ def _worker(argv: Sequence[str]) -> int:
 
 
 def _forge_version() -> str:
-    try:
-        version = metadata.version("forge-ugc")
-    except metadata.PackageNotFoundError:
-        version = "?"
-    root = Path(__file__).resolve().parents[2]
+    version = distribution_version("forge-ugc", missing="?")
     head = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        ["git", "-C", str(SOURCE_ROOT), "rev-parse", "--short", "HEAD"],
         capture_output=True,
         text=True,
         check=False,
@@ -888,25 +884,6 @@ def plan_rows(
     return groups, sequence_note(groups, estimates, available, budget)
 
 
-def cpu_name() -> str:
-    """`lscpu`'s model name, family and model, and the core count."""
-    try:
-        text = subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=False, env={"LC_ALL": "C"}
-        ).stdout
-    except OSError:
-        text = ""
-    fields = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    name = fields.get("Model name") or "unknown CPU"
-    family = fields.get("CPU family")
-    model = fields.get("Model")
-    where = f" (family {family}, model {model})" if family and model else ""
-    return f"{name}{where}, {os.cpu_count()} core(s)"
-
-
 @dataclass
 class GenerateReport:
     spec: GenerateSpec
@@ -1134,4 +1111,5 @@ def run_generate_bench(
     load = (load_before, os.getloadavg()[0])
     if note:
         notes.insert(0, note)
-    return GenerateReport(spec, cpu_name(), {r: results[r] for r in wanted}, load, notes)
+    rows = {r: results[r] for r in wanted}
+    return GenerateReport(spec, cpu_description(family=True), rows, load, notes)

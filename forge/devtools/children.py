@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from forge.diagnostics import one_line
+from forge.support.diagnostics import one_line
 
 
 def pinned_cores(cores: int | None) -> list[int] | None:

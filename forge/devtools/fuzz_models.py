@@ -28,10 +28,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from forge.campaign import Campaign
 from forge.devtools.shrink import Budget, ddmin
-from forge.diagnostics import ForgeError, one_line
 from forge.runtime.compile import compile_model
+from forge.support.campaign import Campaign
+from forge.support.diagnostics import ForgeError, one_line
 
 KINDS = ("mlp", "norm", "attention", "shuffle", "softmax")
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {

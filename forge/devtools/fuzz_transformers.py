@@ -55,8 +55,8 @@ from forge.devtools.fuzz_models import (
     write_spec,
 )
 from forge.devtools.shrink import Budget
-from forge.diagnostics import ForgeError, one_line
 from forge.runtime.agreement import FP32_LIMIT, Outputs, fp32_noise
+from forge.support.diagnostics import ForgeError, one_line
 
 REGRESSIONS = Path("test/python/regressions/transformers")
 """Default save directory for shrunk failures, relative to the repository root."""
@@ -909,7 +909,7 @@ def fuzz_transformers(
             result.degenerate += bool(getattr(outcome, "degenerate", False))
             result.noisy += outcome.worst > TOLERANCE
             continue
-        result.failures.append(Failure(spec, outcome))  # type: ignore[arg-type]
+        result.failures.append(Failure(spec, outcome))
     for failure in result.failures[: max_shrunk if shrink_failures else 0]:
         spec = failure.spec
         origin = f"forge fuzz-models --family transformers, case seed {spec.seed}"
@@ -917,10 +917,10 @@ def fuzz_transformers(
             # A worker that crashed or hung (the campaign's outcome, not `check`'s):
             # shrinking it here could take the driver down too, so it is saved as found.
             if save_dir is not None:
-                failure.saved = save_spec(spec, failure.outcome, save_dir, origin)  # type: ignore[arg-type]
+                failure.saved = save_spec(spec, failure.outcome, save_dir, origin)
             continue
-        shrunk = shrink(spec, fails_like(failure.outcome))  # type: ignore[arg-type]
-        failure.shrunk = shrunk  # type: ignore[assignment]
+        shrunk = shrink(spec, fails_like(failure.outcome))
+        failure.shrunk = shrunk
         if save_dir is not None:
             final = check(shrunk)
             failure.saved = save_spec(shrunk, final, save_dir, origin)

@@ -1,20 +1,23 @@
 """Forge's import graph, read from the source, and the layer rules it must obey.
 
-The layers, bottom to top (an arrow may only point down, never sideways at the top
-three levels except where `EXCEPTIONS` says):
+The layers, bottom to top (an arrow may only point down, never sideways into another
+package of the same level; there are no exceptions):
 
-    forge.cli, forge.commands, forge.tools        commands; imported by nothing else
+    forge.cli, forge.commands                     commands; imported by nothing else
+    forge.tools                                   forge-opt, the -t python plan printer,
+                                                  fuzz-ir (commands drive them in-process)
     forge.tuning, forge.devtools                  cost/ablate/autotune; numerics/fuzz/bench
     forge (its __init__)                          the Python API, loaded lazily from runtime
     forge.runtime                                 executor, compile entry points
-    forge.conversion                              lowerings, CPU kernels, plan printer
+    forge.conversion                              lowerings to NNFactory graphs, run-time glue
     forge.transforms                              passes and the one pipeline
     forge.frontend                                capture, importer, models, loading
                                                   (transforms and conversion never import it)
+    forge.target                                  what the target runs: the capability
+                                                  table, the dialect's CPU semantics
     forge.dialects                                npu ops, shapes, dtypes, context
-    forge.files, forge.campaign                   atomic writes; serial or Ray campaigns
-    forge.diagnostics, forge.xdsl_compat,         errors, xDSL fixes, numeric flags
-    forge.flags
+    forge.support                                 diagnostics, atomic files, campaigns,
+                                                  flags, xDSL fixes, host facts
 
 `test/python/devtools/test_layering.py` enforces it; `python -m forge.devtools.layers` prints
 the figures (modules, arrows, cycles, upward arrows, function-local imports).
@@ -28,47 +31,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-PACKAGE_DIRS = {
-    "forge": "forge",
-    "forge.dialects": "dialects",
-    "forge.transforms": "transforms",
-    "forge.conversion": "conversion",
-    "forge.tools": "tools",
-}
-"""Import name -> folder (pyproject's package-dir)."""
+from forge.support.host import PACKAGE_DIRS, SOURCE_ROOT
 
 LAYERS: dict[str, int] = {
-    "forge": 7,  # only forge/__init__.py: re-exports forge.runtime.api (forge.compile)
-    "forge.diagnostics": 0,
-    "forge.collector": 0,
-    "forge.xdsl_compat": 0,
-    "forge.flags": 0,
-    "forge.files": 1,
-    "forge.campaign": 1,
-    "forge.dialects": 2,
+    "forge.support": 0,
+    "forge.dialects": 1,
+    "forge.target": 2,
     "forge.frontend": 3,
     "forge.transforms": 4,
     "forge.conversion": 5,
     "forge.runtime": 6,
+    "forge": 7,  # only forge/__init__.py: re-exports forge.runtime.api (forge.compile)
     "forge.tuning": 7,
     "forge.devtools": 7,
-    "forge.commands": 8,
     "forge.tools": 8,
-    "forge.cli": 8,
+    "forge.commands": 9,
+    "forge.cli": 9,
 }
 """Package -> level. A module may import modules of a lower level and of its own package."""
-
-EXCEPTIONS: dict[str, frozenset[str]] = {
-    # Placement reads what conversion can lower; folding evaluates with the CPU kernels.
-    "forge.transforms": frozenset(
-        {"forge.conversion.capabilities", "forge.conversion.cpu_kernels"}
-    ),
-    # The CLI's command modules drive the tools (forge-opt in-process for fuzz-ir).
-    "forge.commands": frozenset({"forge.tools"}),
-}
-"""Package -> modules (or packages) of the same or a higher level it may import."""
 
 FORBIDDEN: dict[str, frozenset[str]] = {
     # The frontend is a side branch: passes and lowerings work on IR, never on models.
@@ -91,7 +71,7 @@ class Graph:
 
 def module_name(path: Path) -> str | None:
     for name, folder in PACKAGE_DIRS.items():
-        base = ROOT / folder
+        base = SOURCE_ROOT / folder
         if base in path.parents:
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -103,7 +83,7 @@ def module_name(path: Path) -> str | None:
 def discover() -> dict[str, Path]:
     modules = {}
     for folder in PACKAGE_DIRS.values():
-        for path in sorted((ROOT / folder).rglob("*.py")):
+        for path in sorted((SOURCE_ROOT / folder).rglob("*.py")):
             name = module_name(path)
             if name is not None:
                 modules[name] = path
@@ -203,11 +183,6 @@ def cycles(graph: Graph) -> list[list[str]]:
     return found
 
 
-def _excepted(package: str, target: str) -> bool:
-    allowed = EXCEPTIONS.get(package, frozenset())
-    return any(target == a or target.startswith(a + ".") for a in allowed)
-
-
 def violations(graph: Graph) -> list[str]:
     """Every import that points up the stack or sideways into another package of the
     same level, and every import of a top-level module from below it."""
@@ -222,7 +197,7 @@ def violations(graph: Graph) -> list[str]:
                 found.append(f"{module} -> {target} (nothing imports the CLI)")
             elif target_package in FORBIDDEN.get(package, ()):
                 found.append(f"{module} -> {target} ({package} never imports {target_package})")
-            elif LAYERS[target_package] >= LAYERS[package] and not _excepted(package, target):
+            elif LAYERS[target_package] >= LAYERS[package]:
                 found.append(
                     f"{module} -> {target} ({package} is level {LAYERS[package]}, "
                     f"{target_package} level {LAYERS[target_package]})"

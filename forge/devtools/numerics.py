@@ -9,9 +9,7 @@ import torch
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
-from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.segments import check_memory
-from forge.diagnostics import ForgeError
 from forge.dialects.shapes import DYNAMIC
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.agreement import (  # noqa: F401 (re-exported: tests and tools read them here)
@@ -25,6 +23,8 @@ from forge.runtime.agreement import (  # noqa: F401 (re-exported: tests and tool
 )
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.reference import ReferenceExecutor
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import torch_dtype
 from forge.transforms.npu_schedule_affinity import device_of
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.devtools.bench import backend_names
-from forge.diagnostics import ForgeError, one_line
-from forge.files import atomic_write
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import load_model
+from forge.support.diagnostics import ForgeError, one_line
+from forge.support.files import atomic_write
 from forge.transforms.forge_pipeline import plan
 
 if TYPE_CHECKING:

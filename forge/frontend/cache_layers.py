@@ -38,7 +38,7 @@ from transformers.cache_utils import (
     StaticSlidingWindowLayer,
 )
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 
 class ConvHistoryLayer(LinearAttentionLayer):

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from forge.diagnostics import ForgeError
 from forge.frontend import stamping
 from forge.frontend.functionalize import functionalize_buffer_writes
+from forge.support.diagnostics import ForgeError
 
 
 class CaptureError(ForgeError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.diagnostics import ForgeError, note, one_line
+from forge.support.diagnostics import ForgeError, note, one_line
 
 if TYPE_CHECKING:
     import torch

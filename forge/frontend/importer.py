@@ -39,11 +39,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from forge.collector import collector_paused
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.dtypes import DTYPES
 from forge.frontend.capture import Captured
+from forge.support.collector import collector_paused
+from forge.support.diagnostics import ForgeError
 
 aten = torch.ops.aten
 
@@ -705,7 +705,7 @@ def import_program(captured: Captured) -> ImportedProgram:
     """Build the `npu` module of a captured program (see module docstring).
 
     The collector is paused, as for `plan()`: right after torch.export the process
-    holds the model's and the exporter's objects (`forge.collector`)."""
+    holds the model's and the exporter's objects (`forge.support.collector`)."""
     import time
 
     start = time.perf_counter()

@@ -12,11 +12,11 @@ import torch
 from torch.utils._pytree import tree_leaves
 from xdsl.dialects.builtin import ModuleOp
 
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.frontend.capture import Captured, capture
 from forge.frontend.checkpoint import is_checkpoint_dir, load_checkpoint, load_tokenizer
 from forge.frontend.importer import ImportedProgram, import_program
+from forge.support.diagnostics import ForgeError
 
 
 @dataclass

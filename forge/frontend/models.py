@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 LLAMA3_ROPE_1B = {
     "rope_type": "llama3",

@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
+from forge.support.diagnostics import ForgeError
 
 
 class LocalWindows:

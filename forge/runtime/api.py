@@ -39,11 +39,11 @@ from torch.utils._pytree import (
 )
 
 from forge.conversion.segments import GRANULARITIES
-from forge.diagnostics import ForgeError
 from forge.dialects.dtypes import check_precision
 from forge.runtime.compile import CompileReport, compile_model
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.generate import compile_lm
+from forge.support.diagnostics import ForgeError
 
 __all__ = ["CompiledModule", "compile", "compile_lm"]
 

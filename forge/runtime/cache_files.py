@@ -17,11 +17,11 @@ import torch
 from torch.utils._pytree import treespec_dumps
 from xdsl.dialects.builtin import TensorType
 
-from forge.diagnostics import ForgeError
 from forge.dialects import dtypes
 from forge.frontend.capture import resolve_tied_weights
 from forge.frontend.importer import valid_name
 from forge.runtime.cache_key import plain
+from forge.support.diagnostics import ForgeError
 
 MANIFEST = "manifest.json"
 

@@ -26,7 +26,6 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,15 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from forge.frontend.capture import resolve_tied_weights
-from forge.runtime.host_profile import cpu_model, distribution_version, nnfactory_build
+from forge.support.host import (
+    PACKAGE_DIRS,
+    SOURCE_ROOT,
+    cores,
+    cpu_flags_digest,
+    cpu_model,
+    distribution_version,
+    nnfactory_build,
+)
 
 FORMAT = 2
 """Bump when what an entry holds or how it is keyed changes: every older entry misses."""
@@ -48,34 +55,19 @@ FINGERPRINT_COLUMNS = 1021
 """Column count of the weights fingerprint's sums (a prime: see `tensor_fingerprint`)."""
 
 
-@cache
-def _cpu_flags() -> str:
-    """A digest of the CPU's instruction-set flags (OpenVINO's kernels depend on them)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                    return hashlib.sha256(flags.encode()).hexdigest()[:16]
-    except OSError:
-        pass
-    return "unknown"
-
-
 def host_key() -> dict[str, str]:
     """What compiled code depends on in the machine (OpenVINO picks kernels by ISA and
     threads by cores)."""
     return {
         "cpu": cpu_model(),
-        "cores": str(os.cpu_count() or 1),
+        "cores": str(cores()),
         "machine": platform.machine(),
-        "cpu_flags": _cpu_flags(),
+        "cpu_flags": cpu_flags_digest(),
     }
 
 
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
-SOURCE_DIRS = ("forge", "dialects", "transforms", "conversion", "tools")
-"""Forge's packages (pyproject's package-dir): a change to any file misses."""
+SOURCE_DIRS = tuple(PACKAGE_DIRS.values())
+"""Forge's packages' folders: a change to any file misses."""
 
 
 @cache

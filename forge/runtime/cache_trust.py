@@ -46,13 +46,12 @@ from typing import Any
 import torch
 
 from forge.runtime.cache_key import (
-    SOURCE_DIRS,
-    SOURCE_ROOT,
     NotPlain,
     as_json,
     digest,
     tensor_fingerprint,
 )
+from forge.support.host import PACKAGE_DIRS, SOURCE_ROOT
 
 CONFIG_CLASSES = ("PretrainedConfig", "PreTrainedConfig", "GenerationConfig")
 """transformers' configuration classes (by name: transformers need not be imported):
@@ -87,7 +86,7 @@ def _stdlib_roots() -> tuple[str, ...]:
 
 @cache
 def _forge_roots() -> tuple[str, ...]:
-    return tuple(os.path.realpath(SOURCE_ROOT / folder) for folder in SOURCE_DIRS)
+    return tuple(os.path.realpath(SOURCE_ROOT / folder) for folder in PACKAGE_DIRS.values())
 
 
 @cache

@@ -24,9 +24,7 @@ from typing import Any
 
 import torch
 
-from forge.collector import collector_paused
 from forge.conversion.kernel_choice import BuildOptions
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function
 from forge.frontend.capture import Captured, capture
 from forge.frontend.importer import import_program
@@ -44,6 +42,8 @@ from forge.runtime.compile_cache import (
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.host_profile import load_host_profile
 from forge.runtime.precision import measure_mixed_precision
+from forge.support.collector import collector_paused
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import ForgePipelinePass, plan
 from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_linear_scan import allocate

@@ -57,8 +57,6 @@ from torch.utils._pytree import treespec_loads
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-from forge.collector import collector_paused
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.capture import capture, resolve_tied_weights
 from forge.runtime.cache_files import (
@@ -83,9 +81,10 @@ from forge.runtime.cache_files import (
 )
 from forge.runtime.cache_key import FORMAT, captured_fields, key_of, program_fields
 from forge.runtime.cache_trust import model_fields
+from forge.support.collector import collector_paused
+from forge.support.diagnostics import ForgeError
+from forge.support.host import cache_folder
 
-DIR_ENV = "FORGE_CACHE_DIR"
-"""Forge's cache root (the compile cache is its `compile/` folder)."""
 MAX_ENV = "FORGE_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 8 << 30
 """8 GiB: GPT-2's compile and generate entries take about 1.5 GB (each program's
@@ -113,14 +112,10 @@ def note(message: str) -> None:
 
 
 def cache_root() -> Path:
-    """`$FORGE_CACHE_DIR/compile`, else `$XDG_CACHE_HOME/forge/compile`, else
-    `~/.cache/forge/compile`."""
-    base = os.environ.get(DIR_ENV)
-    if base:
-        return Path(base).expanduser() / "compile"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    root = Path(xdg).expanduser() if xdg else Path("~/.cache").expanduser()
-    return root / "forge" / "compile"
+    """The compile cache's folder: `compile/` in Forge's cache root
+    (`forge.support.host.cache_root`: `$FORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/forge`,
+    else `~/.cache/forge`)."""
+    return cache_folder("compile")
 
 
 def max_bytes_setting() -> int:

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from forge.diagnostics import ForgeError
 from forge.runtime.agreement import Sample, eager_outputs, judge_samples
 from forge.runtime.compile import compile_model
 from forge.runtime.executor import CompiledNPUExecutor
+from forge.support.diagnostics import ForgeError
 
 MAX_SHAPES = 8
 """Executors kept per Dynamo graph (one per concrete input shape)."""

@@ -37,17 +37,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import (
-    cache_updates_kernel,
-    cpu_kernel,
-    packed_linear_kernel,
-    wants_threads,
-)
 from forge.conversion.kernel_choice import BuildOptions, Decision
 from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
 from forge.conversion.segments import arena_layout, check_memory, device_runs, npu_groups
 from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import check_precision
@@ -59,6 +52,13 @@ from forge.runtime.kv_state import mark_state_inputs, pin_cache_rows
 from forge.runtime.steps import Step
 from forge.runtime.tables import Table, find_chain, key_slots
 from forge.runtime.threads import graph_threads
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import (
+    cache_updates_kernel,
+    cpu_kernel,
+    packed_linear_kernel,
+    wants_threads,
+)
 from forge.transforms.npu_fold_constants import is_deterministic
 from forge.transforms.npu_linear_scan import AllocationReport
 from forge.transforms.npu_schedule_affinity import check_schedule

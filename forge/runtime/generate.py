@@ -31,14 +31,14 @@ from typing import Any
 
 import torch
 
-from forge.conversion.capabilities import PAGED_BLOCK
-from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.compile import CompileReport, compile_model
 from forge.runtime.compile_cache import CompileCache
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.threads import graph_threads
+from forge.support.diagnostics import ForgeError
+from forge.target.capabilities import PAGED_BLOCK
 
 
 @dataclass

@@ -15,7 +15,8 @@ within its time budget, and placement scales a bucket's times by FLOP to the op'
 shape (`forge.transforms.host_profile`), which is linear in the output width for a GEMM.
 
 The result is JSON (`forge.transforms.host_profile.FORMAT`), cached per host as
-`$FORGE_CACHE_DIR/host-profile-<key>.json` (default `~/.cache/forge`, a 0700 folder),
+`host-profile-<key>.json` in Forge's cache root (`forge.support.host.cache_root`:
+`$FORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/forge`, else `~/.cache/forge`, a 0700 folder),
 where the key hashes the CPU model, core count and the torch, OpenVINO, NNFactory and
 Forge versions: a change of any of them measures again. A missing file is measured on
 first use; an unreadable one gets a one-line note on stderr and is measured again.
@@ -27,11 +28,9 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -44,14 +43,20 @@ import numpy as np
 import torch
 from xdsl.dialects import func
 
-from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.conversion.kernel_choice import INT8_KERNELS, LINEAR_KERNELS, BuildOptions
-from forge.conversion.nnfactory_backend import PACKAGE
 from forge.conversion.nnfactory_graph import build_segment
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
-from forge.files import atomic_write
+from forge.support.diagnostics import ForgeError
+from forge.support.files import atomic_write
+from forge.support.host import (
+    cache_folder,
+    cores,
+    cpu_model,
+    distribution_version,
+    nnfactory_build,
+)
+from forge.target.cpu_kernels import cpu_kernel, packed_linear_kernel
 from forge.transforms.host_profile import (
     FORMAT,
     HostProfile,
@@ -64,8 +69,6 @@ from forge.transforms.npu_assign_precision import record_precision
 
 PROFILE_ENV = "FORGE_HOST_PROFILE"
 """A profile file every compile uses as it is (never measured nor rewritten)."""
-CACHE_ENV = "FORGE_CACHE_DIR"
-DEFAULT_CACHE_DIR = Path("~/.cache/forge")
 
 SUITE = "11"
 """The suite's own version: changing what it measures invalidates every cached profile
@@ -124,43 +127,11 @@ Pair = tuple[Callable[[], Any], ...]
 # --------------------------------------------------------------------- the key
 
 
-def distribution_version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-
-
-def nnfactory_build() -> str:
-    """NNFactory is built here (scripts/build_nnfactory.sh) and has no package
-    metadata: its native library's size and modification time identify the build."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return "absent"
-    library = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    library /= "libintel_npu_acceleration_library.so"
-    try:
-        stat = library.stat()
-    except OSError:
-        return "absent"
-    return f"{stat.st_size}-{stat.st_mtime_ns}"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def host_key() -> dict[str, str]:
     """What the measurements depend on; any change measures again."""
     return {
         "cpu": cpu_model(),
-        "cores": str(os.cpu_count() or 1),
+        "cores": str(cores()),
         "torch": distribution_version("torch"),
         "openvino": distribution_version("openvino"),
         "nnfactory": nnfactory_build(),
@@ -173,12 +144,8 @@ def key_digest(key: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).expanduser()
-
-
 def cache_path(key: dict[str, str] | None = None) -> Path:
-    return cache_dir() / f"host-profile-{key_digest(key or host_key())}.json"
+    return cache_folder("host-profile") / f"host-profile-{key_digest(key or host_key())}.json"
 
 
 # ---------------------------------------------------------------- measurement

@@ -20,9 +20,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.dtypes import TORCH_DTYPES
+from forge.support.diagnostics import ForgeError
 
 SAME_VALUES = (npu.ContiguousOp, npu.ReshapeLikeOp, npu.ExpandOp, npu.CastOp)
 """Ops whose result holds the operand's values (rearranged): ids stay ids through them."""

@@ -28,11 +28,11 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from forge.conversion.graph_call import quantize_int8
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import Program, ordered_inputs
 from forge.runtime.reference import ReferenceExecutor
+from forge.support.diagnostics import ForgeError
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import Kernel, cpu_kernel
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
 from forge.dialects.context import entry_function
+from forge.support.diagnostics import ForgeError, op_error
+from forge.target.cpu_kernels import Kernel, cpu_kernel
 
 Step = tuple[Kernel, tuple[int, ...], tuple[int, ...]]
 

@@ -10,7 +10,7 @@ its decode rate halved with torch at 2 threads instead of 1 (docs/generation-ben
 
 So an executor with NNFactory segments runs its CPU steps on one torch thread (they
 are copies, masks and index arithmetic: microseconds), except the kernels that are
-worth torch's pool (`forge.conversion.cpu_kernels.wants_threads`: matmuls, linears,
+worth torch's pool (`forge.target.cpu_kernels.wants_threads`: matmuls, linears,
 attention), which get the caller's thread count back for their call. The host loop of
 `CompiledLM.generate` runs inside the same policy. `torch.set_num_threads` is
 process-wide and costs well under a microsecond; the caller's count is restored on

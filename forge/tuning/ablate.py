@@ -28,10 +28,10 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-from forge.diagnostics import ForgeError
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function
 from forge.runtime.host_profile import load_host_profile
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_linear_scan import alias_classes
 from forge.transforms.npu_optimize import PHASE2_PASSES

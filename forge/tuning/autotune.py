@@ -32,14 +32,14 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from forge.campaign import Campaign
-from forge.collector import collector_paused
-from forge.diagnostics import ForgeError, one_line
 from forge.dialects import npu
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, infer_num_inputs, make_context
 from forge.dialects.dtypes import check_precision
 from forge.frontend.loading import Loaded, load_model, ordered_inputs
+from forge.support.campaign import Campaign
+from forge.support.collector import collector_paused
+from forge.support.diagnostics import ForgeError, one_line
 from forge.transforms.forge_pipeline import ForgePipelinePass, phase2_of
 from forge.transforms.npu_fuse_operators import AlphaUsed
 from forge.transforms.npu_optimize import PHASE2_PASSES

@@ -38,8 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from forge.campaign import Campaign
-from forge.diagnostics import ForgeError, one_line
 from forge.dialects.cloning import clone_module
 from forge.dialects.context import entry_function, make_context
 from forge.frontend import models
@@ -47,6 +45,8 @@ from forge.frontend.loading import Loaded, load_program, ordered_inputs, program
 from forge.frontend.models import SPECS
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import program_fp16_weights
+from forge.support.campaign import Campaign
+from forge.support.diagnostics import ForgeError, one_line
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.tuning.autotune import TUNED_PRECISIONS, Config, grid

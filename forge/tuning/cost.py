@@ -15,7 +15,8 @@ The paper gives no values for w1..w5, so `CostModel.default()` uses 1 for each, 
 s_params in MiB: every term then reads in its natural unit (ops, tensors, levels, MiB)
 and no term is favoured before `forge calibrate` fits the weights to measurements.
 Weights are saved as JSON; `CostModel.current()` loads `$FORGE_COST_MODEL` or
-`~/.cache/forge/cost_model.json` when that file exists.
+`cost_model.json` in Forge's cache root (`forge.support.host.cache_root`) when that
+file exists.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
-from forge.files import atomic_write
+from forge.support.diagnostics import ForgeError
+from forge.support.files import atomic_write
+from forge.support.host import cache_folder
 from forge.transforms.npu_assign_precision import fallback_keeps_fp16
 
 MIB = 1 << 20
@@ -64,7 +66,7 @@ LINEAR_GENERIC_PREFIXES = (
 FEATURES = ("n_ops", "n_weights", "n_linear", "d_graph", "s_params")
 
 COST_MODEL_ENV = "FORGE_COST_MODEL"
-DEFAULT_PATH = Path("~/.cache/forge/cost_model.json")
+DEFAULT_NAME = "cost_model.json"
 
 
 # ------------------------------------------------------------------- parameters
@@ -248,7 +250,7 @@ def _scan(function: func.FuncOp) -> BodyScan:
         n_ops += 1
         n_linear += is_linear(op)
         if kind is npu.ConstantOp:
-            constants.append(op)  # type: ignore[arg-type]
+            constants.append(op)
         annotated = annotated or "precision" in op.attributes
         d = 1 + max((level.get(v, 0) for v in op.operands), default=0)
         for r in op.results:
@@ -394,9 +396,9 @@ class CostModel:
 
 
 def default_path() -> Path:
-    """Where calibrated weights live: `$FORGE_COST_MODEL`, else ~/.cache/forge/."""
+    """Where calibrated weights live: `$FORGE_COST_MODEL`, else Forge's cache root."""
     override = os.environ.get(COST_MODEL_ENV)
-    return Path(override).expanduser() if override else DEFAULT_PATH.expanduser()
+    return Path(override).expanduser() if override else cache_folder("cost-model") / DEFAULT_NAME
 
 
 def cei(speedup: float, compile_seconds: float) -> float:

@@ -9,8 +9,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
-from forge.diagnostics import op_error
 from forge.dialects import npu
+from forge.support.diagnostics import op_error
 
 
 @dataclass(frozen=True)

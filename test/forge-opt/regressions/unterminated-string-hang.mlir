@@ -1,6 +1,6 @@
 // Found by `forge fuzz-ir --cases 200` (seed 0): xDSL's string-literal regex
 // backtracked exponentially on an unterminated literal and forge-opt never finished.
-// Fixed in forge/xdsl_compat.py (possessive quantifiers).
+// Fixed in forge/support/xdsl_compat.py (possessive quantifiers).
 // RUN: not timeout 60 forge-opt %s -p forge-pipeline 2>&1 | filecheck %s
 
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -1,6 +1,6 @@
 """One lowering table: what placement may put on the NPU is what conversion can lower.
 
-Every row of `forge.conversion.capabilities.LOWERINGS` names a lowering of its op,
+Every row of `forge.target.capabilities.LOWERINGS` names a lowering of its op,
 every lowering has a row, and an ATen op registered from Python (docs/executor.md)
 runs inside an NNFactory graph instead of falling back to the CPU.
 """
@@ -18,8 +18,14 @@ import torch
 from conftest import load_tiny
 from xdsl.ir import Operation
 
-from forge.conversion import capabilities, nnfactory_graph
-from forge.conversion.capabilities import (
+from forge.conversion import nnfactory_graph
+from forge.conversion.nnfactory_graph import GraphBuilder, Node
+from forge.dialects import npu
+from forge.dialects.context import entry_function
+from forge.frontend.models import SPECS
+from forge.runtime.compile import compile_model
+from forge.target import capabilities
+from forge.target.capabilities import (
     LOWERINGS,
     Capability,
     Key,
@@ -27,11 +33,6 @@ from forge.conversion.capabilities import (
     register_lowering,
     unregister_lowering,
 )
-from forge.conversion.nnfactory_graph import GraphBuilder, Node
-from forge.dialects import npu
-from forge.dialects.context import entry_function
-from forge.frontend.models import SPECS
-from forge.runtime.compile import compile_model
 from forge.transforms.forge_pipeline import plan
 
 CUMSUM = "aten.cumsum.default"

@@ -81,7 +81,7 @@ def test_an_environment_value_openvino_would_abort_on_is_one_line(
 ) -> None:
     """OpenVINO throws on an unknown property value, and a C++ exception through ctypes
     aborts the process (exit 134): the value is refused before any graph is built."""
-    from forge.diagnostics import ForgeError
+    from forge.support.diagnostics import ForgeError
 
     monkeypatch.setenv(name, value)
     with pytest.raises(ForgeError, match=f"{name}='{value}': expected"):

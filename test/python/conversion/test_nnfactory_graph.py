@@ -17,7 +17,6 @@ from conftest import load_tiny
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel, torch_dtype
 from forge.conversion.graph_call import quantize_int8
 from forge.conversion.kernel_choice import BuildOptions, linear_kernel
 from forge.conversion.nnfactory_graph import (
@@ -28,9 +27,10 @@ from forge.conversion.nnfactory_graph import (
     segment_boundary,
 )
 from forge.devtools.numerics import compare
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.reference import ReferenceExecutor
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import cpu_kernel, torch_dtype
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import record_precision
 

@@ -18,7 +18,7 @@ from forge.commands import bench as bench_command
 from forge.devtools import bench
 from forge.devtools import report as report_plots
 from forge.devtools.bench import GIB, BackendResult, BenchReport, Footprint, run_bench
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 TEST_BACKEND = "test-inference-mode"
 

@@ -27,7 +27,7 @@ from forge.devtools.bench_generate import (
     run_group,
     timing,
 )
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 SPEC = GenerateSpec("gpt2", tiny=True, prompt_len=12, max_new_tokens=6, rounds=1, threads=1)
 MISSING = Path("/nonexistent/venv-genai/bin/python")

@@ -15,8 +15,8 @@ import forge.runtime.executor
 from forge.cli import main
 from forge.devtools import fuzz_models as fm
 from forge.devtools.fuzz_models import BlockSpec, ModelSpec
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.support.diagnostics import ForgeError
 from forge.tools.fuzz_ir import (
     ddmin,
     fuzz,

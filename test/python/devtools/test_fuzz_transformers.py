@@ -24,9 +24,9 @@ from forge.devtools.fuzz_transformers import (
     save_spec,
     shrink,
 )
-from forge.diagnostics import ForgeError
 from forge.runtime import generate as generate_module
 from forge.runtime.generate import CompiledLM
+from forge.support.diagnostics import ForgeError
 
 SEEDS = range(200)
 

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 import forge
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.runtime.api import CompiledModule
 from forge.runtime.compile import CompileReport
 from forge.runtime.executor import CompiledNPUExecutor
+from forge.support.diagnostics import ForgeError
 
 TOLERANCE = 1e-5
 

@@ -17,10 +17,10 @@ import torch
 
 from forge.cli import main
 from forge.conversion import nnfactory_graph
-from forge.diagnostics import ForgeError
 from forge.runtime import cache_key, cache_trust
 from forge.runtime.compile import compile_model
 from forge.runtime.compile_cache import MANIFEST, PROGRAM, CompileCache, cache_root
+from forge.support.diagnostics import ForgeError
 
 
 class Tiny(torch.nn.Module):

@@ -97,7 +97,7 @@ def test_check_option_raises_on_a_wrong_result(monkeypatch: pytest.MonkeyPatch) 
     `forge check` uses; a wrong lowering (the relu form of maximum, put back here by a
     monkeypatch) is a ForgeError naming the mismatch, not a wrong answer."""
     from forge.conversion.nnfactory_graph import GraphBuilder
-    from forge.diagnostics import ForgeError
+    from forge.support.diagnostics import ForgeError
 
     torch.manual_seed(0)
     model, x = _ClampToFloor().eval(), torch.randn(2, 8)

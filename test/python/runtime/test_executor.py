@@ -16,12 +16,12 @@ from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
 from forge.conversion.kernel_choice import FP16_KERNELS, BuildOptions
 from forge.devtools.numerics import compare, eager_outputs
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.compile import compile_model
 from forge.runtime.executor import CompiledNPUExecutor
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import PlanReport, plan
 from forge.transforms.npu_assign_precision import record_precision
 
@@ -397,7 +397,7 @@ def test_profile_moves_prompt_linears_to_onednn(rows: int) -> None:
 
 
 def test_packed_linear_matches_aten() -> None:
-    from forge.conversion.cpu_kernels import PackedLinear, packed_gemm_available
+    from forge.target.cpu_kernels import PackedLinear, packed_gemm_available
 
     torch.manual_seed(0)
     x, w, b = torch.randn(2, 5, 12), torch.randn(7, 12), torch.randn(7)

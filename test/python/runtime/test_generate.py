@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.frontend import models
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.generate import CompiledLM, compile_lm, greedy, whole_blocks
+from forge.support.diagnostics import ForgeError
 
 CAPACITY = 32
 PROMPT_CAPACITY = 8

@@ -15,10 +15,10 @@ import torch
 
 import forge
 from forge.cli import main
-from forge.diagnostics import ForgeError
 from forge.frontend.models import widened
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.generate import compile_lm
+from forge.support.diagnostics import ForgeError
 
 HERE = Path(__file__)
 PROMPT = torch.randint(0, 512, (1, 16), generator=torch.Generator().manual_seed(5))

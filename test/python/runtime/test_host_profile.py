@@ -21,6 +21,7 @@ from forge.dialects.context import entry_function, parse_module
 from forge.runtime import host_profile
 from forge.runtime.doctor import profile_summary
 from forge.runtime.host_profile import PROFILE_ENV, build_profile, load_host_profile
+from forge.support.host import CACHE_ENV
 from forge.transforms.host_profile import (
     FORMAT,
     HEAD_MARGIN,
@@ -298,7 +299,7 @@ def fake_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
         return data
 
     monkeypatch.setattr(host_profile, "build_profile", build)
-    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(PROFILE_ENV)
     return builds
 
@@ -359,7 +360,7 @@ def test_a_cache_dir_that_cannot_be_written_is_noted_not_fatal(
     """FORGE_CACHE_DIR naming a file: the profile is measured, used from a temporary
     file and not saved; the compile that needed it goes on."""
     (tmp_path / "file").write_text("")
-    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path / "file"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "file"))
     loaded = load_host_profile()
     assert loaded.built and loaded.path.is_file() and tmp_path not in loaded.path.parents
     assert read_profile(loaded.path).transition_ms == 0.1
@@ -389,7 +390,7 @@ def test_doctor_prints_the_profile(
     assert "transition 0.100 ms per NPU<->CPU hop" in out
     assert "linear 4x8x16" in out and "CPU (CPU total 1.200 ms)" in out
     monkeypatch.delenv(PROFILE_ENV)
-    monkeypatch.setenv(host_profile.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert "none cached" in profile_summary(measure=False)
 
 

@@ -12,9 +12,9 @@ import torch
 
 import forge
 from forge.cli import main
-from forge.diagnostics import ForgeError
 from forge.frontend import models
 from forge.runtime.input_contract import check_token_ids
+from forge.support.diagnostics import ForgeError
 
 VOCAB = 256
 """The tiny GPT-2's vocabulary."""

@@ -7,11 +7,11 @@ import torch
 from conftest import load_tiny
 
 from forge.devtools.numerics import agreement, eager_outputs
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, make_context
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import linear_ops, measure_mixed_precision, measure_sensitivity
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from conftest import CPU_PROFILE, load_tiny
 
-from forge.conversion.cpu_kernels import wants_threads
 from forge.devtools.numerics import compare
 from forge.dialects import npu
 from forge.runtime import threads
 from forge.runtime.executor import CompiledNPUExecutor
+from forge.target.cpu_kernels import wants_threads
 from forge.transforms.forge_pipeline import plan
 
 

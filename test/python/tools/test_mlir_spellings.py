@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.tools.forge_opt import ForgeOptMain
 from forge.tools.opt_arguments import (
     MLIR_ALIASES,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import load_tiny
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import parse_module
+from forge.support.diagnostics import ForgeError
 from forge.transforms import build_pipeline, run_pipeline
 from forge.transforms.npu_apply_pdl import NpuApplyPDLPass, bind_pdl_file
 

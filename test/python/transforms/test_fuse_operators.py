@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
+from forge.support.diagnostics import ForgeError
 from forge.transforms import run_pipeline
 from forge.transforms.npu_fuse_operators import NpuFuseOperatorsPass
 from forge.transforms.pattern_pass import count_ops

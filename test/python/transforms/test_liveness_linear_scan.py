@@ -25,9 +25,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.shapes import DYNAMIC, element_type, shape_of
+from forge.support.diagnostics import ForgeError
 from forge.transforms import run_pipeline
 from forge.transforms.npu_linear_scan import (
     ALIGNMENT,

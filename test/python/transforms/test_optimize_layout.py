@@ -15,10 +15,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, SSAValue
 
-from forge.conversion.cpu_kernels import cpu_kernel
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
+from forge.target.cpu_kernels import cpu_kernel
 from forge.transforms import run_pipeline
 from forge.transforms.matchers import swapped_last_two_dims
 from forge.transforms.npu_optimize_layout import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import load_tiny
 
-from forge.conversion.capabilities import Capability, register_lowering, unregister_lowering
 from forge.dialects import npu
 from forge.dialects.context import entry_function, parse_module
 from forge.frontend.models import SPECS
+from forge.target.capabilities import Capability, register_lowering, unregister_lowering
 from forge.transforms.npu_optimize import optimize
 from forge.transforms.npu_place_devices import place
 

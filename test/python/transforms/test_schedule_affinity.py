@@ -27,11 +27,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.context import entry_function
 from forge.dialects.shapes import element_type, is_float
 from forge.frontend.models import SPECS
+from forge.support.diagnostics import ForgeError
 from forge.transforms import run_pipeline
 from forge.transforms.npu_optimize import optimize
 from forge.transforms.npu_schedule_affinity import (

@@ -6,7 +6,7 @@ import pytest
 from conftest import load_tiny
 
 from forge.cli import main
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.transforms.npu_optimize import PHASE2_PASSES
 from forge.tuning.ablate import ABLATIONS, ablate, mean_ms
 

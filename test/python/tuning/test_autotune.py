@@ -9,11 +9,11 @@ import torch
 from conftest import load_tiny
 
 from forge.cli import main
-from forge.diagnostics import ForgeError
 from forge.dialects.context import make_context
 from forge.frontend.capture import capture
 from forge.frontend.importer import import_program
 from forge.frontend.loading import ordered_inputs
+from forge.support.diagnostics import ForgeError
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.transforms.npu_fuse_operators import AlphaUsed, NpuFuseOperatorsPass

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from forge.cli import main
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.tuning.autotune import Config
 from forge.tuning.calibrate import (
     FITS,

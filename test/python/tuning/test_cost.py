@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from forge.diagnostics import ForgeError
 from forge.dialects.context import entry_function, infer_num_inputs, make_context, parse_module
+from forge.support.diagnostics import ForgeError
 from forge.transforms import run_pipeline
 from forge.transforms.npu_assign_precision import NpuAssignPrecisionPass
 from forge.tuning.cost import (

@@ -40,7 +40,6 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
-from forge.conversion.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
 from forge.conversion.graph_call import GraphCall, GraphInput
 from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_graph import (
@@ -49,8 +48,6 @@ from forge.conversion.nnfactory_graph import (
     build_segment,
     segment_boundary,
 )
-from forge.conversion.plan_text import Names, describe, literal, tuple_text
-from forge.conversion.plan_trace import SegmentTrace, recording, run_recorded
 from forge.conversion.segments import (
     GRANULARITIES,
     WEIGHT_BINDINGS,
@@ -59,11 +56,14 @@ from forge.conversion.segments import (
     device_runs,
     npu_groups,
 )
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects import npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC
+from forge.support.diagnostics import ForgeError, op_error
+from forge.target.cpu_kernels import cpu_kernel, packed_linear_spec, torch_dtype
+from forge.tools.plan_text import Names, describe, literal, tuple_text
+from forge.tools.plan_trace import SegmentTrace, recording, run_recorded
 from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_assign_precision import record_precision
 from forge.transforms.npu_schedule_affinity import body_ops, check_schedule
@@ -404,7 +404,7 @@ def plan_to_python(
             helpers.insert(0, helper)
     imports = ["import numpy as np", "import torch", ""]
     if any(line.startswith("pack") for line in instances):
-        imports.append("from forge.conversion.cpu_kernels import PackedLinear")
+        imports.append("from forge.target.cpu_kernels import PackedLinear")
     imports.append("from forge.conversion.graph_call import GraphCall, GraphInput")
     imports.append(f"from forge.conversion.plan_runtime import {', '.join(helpers)}")
     if segments:

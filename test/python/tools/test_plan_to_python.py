@@ -18,15 +18,15 @@ from forge.conversion import nnfactory_graph
 from forge.conversion.graph_call import GraphCall
 from forge.conversion.kernel_choice import BuildOptions
 from forge.conversion.nnfactory_backend import NNFactoryUnavailable
-from forge.conversion.plan_to_python import plan_to_python
 from forge.conversion.segments import GRANULARITIES, arena_layout
-from forge.diagnostics import ForgeError
 from forge.dialects import dtypes
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.executor import CompiledNPUExecutor
 from forge.runtime.precision import linear_ops
+from forge.support.diagnostics import ForgeError
 from forge.tools.forge_opt import main
+from forge.tools.plan_to_python import plan_to_python
 from forge.transforms.forge_pipeline import plan
 from forge.transforms.host_profile import load_profile
 from forge.transforms.npu_assign_precision import record_precision
@@ -138,7 +138,7 @@ def test_head_on_the_cpu_prints_packed_linear() -> None:
     module = tiny.fresh_module()
     plan(module, profile=str(CPU_PROFILE))
     source = check_program(tiny, module, "fp32", "segment", "constants")
-    assert "from forge.conversion.cpu_kernels import PackedLinear" in source
+    assert "from forge.target.cpu_kernels import PackedLinear" in source
     head = re.search(r"(pack\d+) = PackedLinear\(W\['[\w.]+'\], in_out=False, rows=\d+", source)
     assert head is not None
     assert re.search(rf"\n    \w+ = {head.group(1)}\(\w+\)\n    return", source)
@@ -217,7 +217,7 @@ def test_target_options() -> None:
 
     from xdsl.context import Context
 
-    from forge.conversion.plan_to_python import PythonTarget
+    from forge.tools.plan_to_python import PythonTarget
 
     tiny = load_tiny("gpt2")
     module = tiny.fresh_module()

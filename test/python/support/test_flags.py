@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from forge.cli import main
-from forge.flags import MAX_COUNT, MAX_SEED, MAX_THREADS
+from forge.support.flags import MAX_COUNT, MAX_SEED, MAX_THREADS
 
 HUGE = "99999999999999999999999"
 

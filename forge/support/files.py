@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 
 
 class AtomicFile:

@@ -112,7 +112,7 @@ def _static_mask(op: Operation) -> str | None:
 def paged_cache_rejects(op: Operation) -> str | None:
     """Why the paged node cannot hold `op`'s caches (not whole blocks), or None."""
     assert isinstance(op, npu.CachedAttentionOp)
-    capacity = op.key_cache.type.get_shape()[2]  # type: ignore[attr-defined]
+    capacity = op.key_cache.type.get_shape()[2]
     if capacity % PAGED_BLOCK:
         return f"a cache of {capacity} positions is not whole blocks of {PAGED_BLOCK}"
     return None

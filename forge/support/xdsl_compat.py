@@ -71,7 +71,7 @@ def apply() -> None:
             )
         verify_width(self)
 
-    IntegerType.verify = verify  # type: ignore[method-assign]
+    IntegerType.verify = verify
 
     from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
 
@@ -85,7 +85,7 @@ def apply() -> None:
                 )
         verify_tensor(self)
 
-    TensorType.verify = verify_shape  # type: ignore[method-assign]
+    TensorType.verify = verify_shape
 
     from types import UnionType
     from typing import Union, get_args, get_origin
@@ -101,10 +101,10 @@ def apply() -> None:
 
     def convert_tuples(value: list, dest_type: object) -> object:
         if isinstance(value, list) and value and takes_tuple(dest_type):
-            value = tuple(value)  # type: ignore[assignment]
+            value = tuple(value)
         return convert(value, dest_type)
 
-    arg_spec._convert_arg_to_type = convert_tuples  # type: ignore[assignment]
+    arg_spec._convert_arg_to_type = convert_tuples
     _bound_dense_literals()
 
 
@@ -147,9 +147,9 @@ def _bound_dense_literals() -> None:
         with packable(self, self.pos):
             return parse_array(self)
 
-    AttrParser._parse_dense_literal_type = parse_bounded_type  # type: ignore[method-assign]
-    AttrParser.parse_dense_int_or_fp_elements_attr = parse_bounded_dense  # type: ignore[method-assign]
-    AttrParser._parse_builtin_densearray_attr = parse_packable_array  # type: ignore[method-assign]
+    AttrParser._parse_dense_literal_type = parse_bounded_type
+    AttrParser.parse_dense_int_or_fp_elements_attr = parse_bounded_dense
+    AttrParser._parse_builtin_densearray_attr = parse_packable_array
 
 
 @contextmanager

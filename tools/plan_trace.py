@@ -18,11 +18,11 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from forge.conversion import cached_attention, nnfactory_graph
-from forge.conversion.cpu_kernels import torch_dtype
 from forge.conversion.graph_call import GraphInput
-from forge.conversion.plan_text import describe, literal, tuple_text
-from forge.diagnostics import ForgeError, op_error
 from forge.dialects.shapes import DYNAMIC
+from forge.support.diagnostics import ForgeError, op_error
+from forge.target.cpu_kernels import torch_dtype
+from forge.tools.plan_text import describe, literal, tuple_text
 
 # ------------------------------------------------------- recording a segment
 
@@ -235,7 +235,7 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
         trace.weight(spec, tensor, made)
         return made
 
-    GraphInput.arrays = recording_arrays  # type: ignore[method-assign]
+    GraphInput.arrays = recording_arrays
     try:
         with (
             _recording_slices(trace),
@@ -245,7 +245,7 @@ def recording(trace: SegmentTrace) -> Iterator[None]:
         ):
             yield
     finally:
-        GraphInput.arrays = arrays  # type: ignore[method-assign]
+        GraphInput.arrays = arrays
 
 
 @contextlib.contextmanager

@@ -22,10 +22,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
-from forge.diagnostics import ForgeError
 from forge.dialects import npu
 from forge.dialects.dtypes import TORCH_DTYPES
 from forge.dialects.shapes import DYNAMIC, numel
+from forge.support.diagnostics import ForgeError
 
 aten = torch.ops.aten
 Kernel = Callable[..., Any]
@@ -128,7 +128,7 @@ def where_kernel(op: npu.WhereOp) -> Kernel:
 
 
 def cast_kernel(op: npu.CastOp) -> Kernel:
-    dtype = torch_dtype(op.result.type.get_element_type())  # type: ignore[attr-defined]
+    dtype = torch_dtype(op.result.type.get_element_type())
     return lambda x: aten._to_copy.default(x, dtype=dtype)
 
 

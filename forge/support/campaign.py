@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from forge import flags
-from forge.diagnostics import ForgeError, one_line
+from forge.support import flags
+from forge.support.diagnostics import ForgeError, one_line
 
 T = TypeVar("T")
 R = TypeVar("R")

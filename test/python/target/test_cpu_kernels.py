@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from forge.conversion.cpu_kernels import attend_cached, cache_updates_kernel, check_run
 from forge.conversion.graph_call import GraphInput
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
+from forge.target.cpu_kernels import attend_cached, cache_updates_kernel, check_run
 
 
 def _caches(count: int, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from forge.campaign import Campaign
 from forge.devtools.fuzz_models import fuzz_models
+from forge.support.campaign import Campaign
 from forge.tools.fuzz_ir import fuzz, fuzz_pipelines
 
 ray = pytest.importorskip("ray", reason="the distributed extra is not installed")
@@ -105,7 +105,7 @@ def test_autotune_latency_on_ray(cluster: Campaign) -> None:
 
 
 def test_a_failing_latency_case_is_one_line(cluster: Campaign) -> None:
-    from forge.diagnostics import ForgeError
+    from forge.support.diagnostics import ForgeError
     from forge.tuning.autotune import DEFAULT, measure_on
 
     with pytest.raises(ForgeError, match=r"1 configuration\(s\) failed; .*no-such-model"):

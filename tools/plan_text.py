@@ -16,7 +16,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntegerAttr, StringAttr
 from xdsl.ir import Operation, SSAValue
 
-from forge.diagnostics import ForgeError
+from forge.support.diagnostics import ForgeError
 from forge.transforms.npu_schedule_affinity import body_ops
 
 RESERVED = {
