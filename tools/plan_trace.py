@@ -331,7 +331,7 @@ def _recording_extremes(trace: SegmentTrace) -> Iterator[None]:
 
         return call
 
-    nnfactory_graph._nan_propagating = recording  # type: ignore[assignment]
+    nnfactory_graph._nan_propagating = recording
     try:
         yield
     finally:

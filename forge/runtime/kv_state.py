@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import cast
 
 import torch
 from xdsl.dialects import func
@@ -45,8 +46,9 @@ def mark_state_inputs(
         if not step.segment:
             marked.append(step)
             continue
-        state_inputs = tuple(i for i in step.run.bound if step.inputs[i] in slots)
-        traffic = _static_traffic(step.run, state_inputs)
+        segment = cast(Segment, step.run)
+        state_inputs = tuple(i for i in segment.bound if step.inputs[i] in slots)
+        traffic = _static_traffic(segment, state_inputs)
         marked.append(replace(step, state_inputs=state_inputs, traffic=traffic))
     return marked
 
@@ -80,7 +82,7 @@ def pin_cache_rows(steps: list[Step], returned: Sequence[int]) -> int:
         position = producers[rows[0]][0]
         segment_step = steps[position]
         outputs = [producers[r][1] for r in rows]
-        if not _pin_block(segment_step.run.call, outputs):
+        if not _pin_block(cast(Segment, segment_step.run).call, outputs):
             continue
         pinned += len(outputs)
         if segment_step.targets:  # pinned, not in the arena buffer linear scan gave
