@@ -51,13 +51,21 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cache layer kind", ("cache layer",)),
     (
         "data-dependent shape",
-        ("data-dependent", "symbolic size", "GuardOnDataDependent", "unbacked", "nonzero"),
+        (
+            "data-dependent",
+            "symbolic size",
+            "GuardOnDataDependent",
+            "unbacked",
+            "nonzero",
+            "SymBool",
+        ),
     ),
     ("complex dtype", ("complex",)),
     ("timeout", ("killed after",)),
     ("internal error", ("internal error",)),
 )
 """Cause -> substrings of the one-line error that name it, the first match wins."""
+EAGER_PHASES = ("build", "eager")
 
 
 @dataclass
@@ -91,8 +99,12 @@ class CaseResult:
         return bool(self.segments) and all(n == 1 for n in self.segments.values())
 
 
-def classify(error: str) -> str:
-    """The cause of a one-line failure (see `CAUSES`); "other" when none matches."""
+def classify(error: str, phase: str = "") -> str:
+    """The cause of a one-line failure (see `CAUSES`); "other" when none matches. A
+    Python exception while building the tiny model or running it eagerly is the model's
+    own ("eager model fails": the config rules or transformers), not Forge's."""
+    if phase in EAGER_PHASES and not error.startswith("error:"):
+        return "eager model fails"
     for cause, needles in CAUSES:
         if any(needle in error for needle in needles):
             return cause
@@ -110,7 +122,7 @@ def run_case(model_type: str) -> CaseResult:
         _run_case(result)
     except Exception as e:
         result.error = _one_line_error(e)
-        result.cause = classify(result.error)
+        result.cause = classify(result.error, result.phase)
     result.seconds = time.perf_counter() - start
     return result
 

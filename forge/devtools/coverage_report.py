@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from forge.devtools.coverage import NEW_TOKENS, PROMPT, CaseResult
+from forge.devtools.coverage import NEW_TOKENS, PROMPT, CaseResult, classify
 from forge.diagnostics import ForgeError
 
 
@@ -43,7 +43,12 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def rows_of(data: dict[str, Any]) -> list[CaseResult]:
-    return [CaseResult(**row) for row in data["rows"]]
+    """The record's rows, failures classified again (by this checkout's `classify`)."""
+    rows = [CaseResult(**row) for row in data["rows"]]
+    for row in rows:
+        if row.status == "fail" and row.cause not in ("timeout", "crash"):
+            row.cause = classify(row.error, row.phase)
+    return rows
 
 
 def summary(rows: list[CaseResult]) -> list[tuple[str, int]]:

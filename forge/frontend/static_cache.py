@@ -36,6 +36,7 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
+from forge.frontend.unsupported import model_code
 
 
 class LocalWindows:
@@ -328,7 +329,8 @@ def capture_programs(
     limit = max_positions(model)
     if limit is not None and capacity > limit:
         raise ForgeError(f"cache capacity {capacity} exceeds the model's {limit} positions")
-    wrapper = StaticCacheLM(model, capacity).eval()
+    with model_code(model, "an eager step on the static cache"):
+        wrapper = StaticCacheLM(model, capacity).eval()
     prefill = {
         "input_ids": torch.zeros(1, prompt_capacity, dtype=torch.long),
         "cache_position": torch.arange(prompt_capacity),

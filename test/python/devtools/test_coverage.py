@@ -103,11 +103,23 @@ def test_experts_per_token_left_none_is_set_where_there_are_experts() -> None:
         ("internal error: KeyError: 'sliding_attention' at static_cache.py:120", "internal error"),
         ("error: unsupported: ctrl: a model without num_hidden_layers", "unsupported"),
         ("killed after 300 s", "timeout"),
+        (
+            "error: torch.export could not capture StaticCacheLM: scaled_dot_product_attention"
+            "(): argument 'is_causal' must be bool, not SymBool",
+            "data-dependent shape",
+        ),
         ("something else entirely", "other"),
     ],
 )
 def test_classify_names_the_cause(line: str, cause: str) -> None:
     assert classify(line) == cause
+
+
+def test_the_models_own_failures_are_not_forges() -> None:
+    line = "internal error: KeyError: 'full_attention' at modeling_cohere_compass.py:80"
+    assert classify(line, "eager") == "eager model fails"
+    assert classify(line, "compile") == "internal error"
+    assert classify("error: unsupported: blt: 193 M parameters", "build") == "unsupported"
 
 
 def test_a_dead_case_is_a_row() -> None:
