@@ -124,6 +124,15 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "zaya": {"num_experts_per_tok": 1},  # the only top-k it implements
     "kolibri1_1": {"index_num_heads": 2},  # at most the query heads of a key head
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},  # its default has none
+    # Input, looped and output sections of 1 layer each (the dict form counts its
+    # attention and MLP blocks apart: 6 for 3 layers).
+    "dory": {
+        "num_hidden_layers": 6,
+        "layer_types": ["sliding_attention", "mlp"] * 3,
+        "n_input_layers": 2,
+        "n_recurrent_layers": 2,
+        "n_output_layers": 2,
+    },
 }
 """Type -> config fields beyond the rules (the few types the rules do not fit)."""
 

@@ -36,7 +36,7 @@ import torch
 
 from forge.diagnostics import ForgeError
 from forge.frontend.loading import max_positions
-from forge.frontend.unsupported import model_code
+from forge.frontend.unsupported import model_code, unsupported_construct
 
 
 class LocalWindows:
@@ -158,6 +158,12 @@ class StaticCacheLM(torch.nn.Module):
         position = torch.zeros(1, dtype=torch.long, device=parameter.device)
         with torch.no_grad():
             self._step(position.view(1, 1), position)
+        if len(layers) != self.num_layers:
+            raise unsupported_construct(
+                self.model,
+                f"its forward adds {len(layers) - self.num_layers} layer(s) to the cache it "
+                "is handed (looped layers); the static cache's layers are fixed",
+            )
         self._check_written()
         if any(not layers[i].is_initialized for i in self.attention):
             from transformers.configuration_utils import get_head_shapes

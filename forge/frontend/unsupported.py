@@ -12,6 +12,7 @@ which model, which construct and where, never a traceback nor "internal error".
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 import traceback
@@ -48,6 +49,26 @@ def unsupported(model: Any, error: BaseException, doing: str) -> ForgeError:
     return ForgeError(message, location_in_model_code(error))
 
 
+def unsupported_construct(model: Any, what: str) -> ForgeError:
+    """`model` does `what`, which static generation cannot follow, located at its
+    modeling file."""
+    return ForgeError(f"unsupported: {model_type(model)}: {what}", model_file(model))
+
+
+def model_file(model: Any) -> str | None:
+    """The file that defines the model's class, from its package folder on."""
+    try:
+        path = inspect.getsourcefile(type(model))
+    except TypeError:
+        return None
+    return _from_package(path) if path else None
+
+
+def _from_package(path: str) -> str:
+    marker = f"{os.sep}site-packages{os.sep}"
+    return path.split(marker, 1)[1] if marker in path else path
+
+
 def construct(error: BaseException) -> str:
     """What the model did that the static cache does not offer, from the exception."""
     text = one_line(str(error))
@@ -76,8 +97,4 @@ def location_in_model_code(error: BaseException) -> str | None:
     if not outside:
         return None
     frame = (modeling or outside)[-1]
-    path = frame.filename
-    marker = f"{os.sep}site-packages{os.sep}"
-    if marker in path:
-        path = path.split(marker, 1)[1]
-    return f"{path}:{frame.lineno}"
+    return f"{_from_package(frame.filename)}:{frame.lineno}"

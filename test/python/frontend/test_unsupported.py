@@ -29,3 +29,9 @@ def test_a_model_with_a_cache_of_its_own() -> None:
     assert "unsupported: cpmant: a cache of its own" in str(error)
     assert error.location is not None
     assert error.location.startswith("transformers/models/cpmant/modeling_cpmant.py:")
+
+
+def test_a_model_that_adds_cache_layers_in_its_forward() -> None:
+    error = _refusal("dory")  # looped layers: copies of the cache layers per loop
+    assert "unsupported: dory: its forward adds" in str(error)
+    assert error.location == "transformers/models/dory/modeling_dory.py"
