@@ -36,6 +36,12 @@ def add_parser(sub: Any) -> None:
         help="run nothing: read a record written by --json (for --markdown and the table)",
     )
     parser.add_argument(
+        "--rerun",
+        metavar="FILE",
+        help="run again the failed rows of the record FILE (or --types) and write FILE "
+        "back with their new rows (its sweep time stays the full sweep's)",
+    )
+    parser.add_argument(
         "--list", action="store_true", help="list the kept and left-out types and exit"
     )
     add_ray_arguments(parser)
@@ -61,7 +67,11 @@ def run(ns: argparse.Namespace) -> int:
         for name, why in sorted(left_out.items()):
             print(f"left out: {name}: {why}")
         return 0
-    types = _selected(ns, kept, left_out)
+    previous = coverage_report.load(Path(ns.rerun)) if ns.rerun else None
+    if previous is not None and not ns.types:
+        types = [r.model_type for r in coverage_report.rows_of(previous) if r.status != "pass"]
+    else:
+        types = _selected(ns, kept, left_out)
     timeout = float(ns.timeout or coverage.CASE_TIMEOUT)
     campaign = Campaign.from_args(ns, timeout=timeout * 1.5)
     print(f"running {len(types)} model type(s), {campaign.describe()}", flush=True)
@@ -78,6 +88,9 @@ def run(ns: argparse.Namespace) -> int:
     data = coverage_report.record(
         rows, left_out, coverage.cpu_model(), time.perf_counter() - start, _versions()
     )
+    if previous is not None:
+        data = coverage_report.merged(previous, data)
+        ns.json = ns.json or ns.rerun
     if ns.json:
         path = Path(ns.json)
         path.parent.mkdir(parents=True, exist_ok=True)

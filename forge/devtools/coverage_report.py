@@ -32,6 +32,14 @@ def record(
     }
 
 
+def merged(previous: dict[str, Any], rerun: dict[str, Any]) -> dict[str, Any]:
+    """`previous` with the rows of `rerun` in place of its rows of the same types (new
+    types appended); the sweep time and CPU stay `previous`'s."""
+    new = {row["model_type"]: row for row in rerun["rows"]}
+    rows = [new.pop(row["model_type"], row) for row in previous["rows"]]
+    return {**previous, "rows": rows + list(new.values())}
+
+
 def load(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())

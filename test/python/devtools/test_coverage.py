@@ -162,6 +162,18 @@ def test_record_round_trips_into_the_table_and_the_page(tmp_path: Path) -> None:
     assert out.read_text() == page
 
 
+def test_a_rerun_replaces_its_rows() -> None:
+    old = [CaseResult("a", status="fail", error="x"), CaseResult("b", status="pass")]
+    previous = coverage_report.record(old, {}, "CPU", 600.0, {})
+    rerun = coverage_report.record([CaseResult("a", status="pass")], {}, "CPU", 5.0, {})
+    data = coverage_report.merged(previous, rerun)
+    assert [(r.model_type, r.status) for r in coverage_report.rows_of(data)] == [
+        ("a", "pass"),
+        ("b", "pass"),
+    ]
+    assert data["seconds"] == 600.0
+
+
 def test_a_bad_record_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("{}")
