@@ -109,9 +109,10 @@ SUFFIXES: dict[str, int] = {
     "_intermediate_size": EXPERT_INTERMEDIATE,
     "_lora_rank": 32,
     "_head_dim": HEAD_DIM,
+    "_vocab_size": VOCAB,
 }
 """Field-name suffix -> tiny value (MoE and shared-expert sizes, DeepSeek's MLA ranks and
-head parts), where no `SHRINK` entry names the field."""
+head parts, Inkling's unpadded vocabulary), where no `SHRINK` entry names the field."""
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "kv_n_heads")
