@@ -74,6 +74,8 @@ SHRINK: dict[str, int] = {
     "num_heads": HEADS,
     "head_dim": HEAD_DIM,
     "rotary_dim": HEAD_DIM // 2,
+    "qk_head_dim": 2 * HEAD_DIM,  # MLA: its nope and rope parts, HEAD_DIM each
+    "zero_expert_num": EXPERTS,
     "attn_layer_period": LAYERS,
     "attn_layer_offset": 1,
     "vocab_size_per_layer_input": VOCAB,
@@ -107,6 +109,7 @@ SHRINK: dict[str, int] = {
 """Config field -> its tiny value, for the fields the default config has."""
 SUFFIXES: dict[str, int] = {
     "_intermediate_size": EXPERT_INTERMEDIATE,
+    "_ffn_hidden_size": EXPERT_INTERMEDIATE,
     "_lora_rank": 32,
     "_head_dim": HEAD_DIM,
     "_vocab_size": VOCAB,
