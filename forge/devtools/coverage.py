@@ -48,7 +48,8 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("unsupported", ("error: unsupported:",)),
     ("recurrent/SSM state", ("recurrent", "LinearAttention", "Mamba", "conv_states", "ssm_state")),
     ("indexed cache", ("Indexed",)),
-    ("cache layer kind", ("cache layer",)),
+    ("forward ignores the cache", ("wrote none of its",)),
+    ("cache layer kind", ("of kind",)),
     (
         "data-dependent shape",
         (

@@ -64,8 +64,10 @@ def summary(rows: list[CaseResult]) -> list[tuple[str, int]]:
     failures by cause."""
     passed = [r for r in rows if r.status == "pass"]
     paged = [r for r in passed if r.attention_layers and r.paged_layers == r.attention_layers]
+    eager = [r for r in rows if r.cause != "eager model fails"]
     lines = [
         ("architectures run", len(rows)),
+        ("... of which the tiny model builds and runs eagerly", len(eager)),
         ("generate, tokens identical to eager", len(passed)),
         (
             "... of which prefill and decode are each 1 NNFactory segment",

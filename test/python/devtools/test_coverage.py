@@ -104,6 +104,14 @@ def test_experts_per_token_left_none_is_set_where_there_are_experts() -> None:
         ("error: unsupported: ctrl: a model without num_hidden_layers", "unsupported"),
         ("killed after 300 s", "timeout"),
         (
+            "error: RwkvForCausalLM wrote none of its 2 cache layers in an eager step",
+            "forward ignores the cache",
+        ),
+        (
+            "error: static generation does not support cache layer 0 of kind FooLayer",
+            "cache layer kind",
+        ),
+        (
             "error: torch.export could not capture StaticCacheLM: scaled_dot_product_attention"
             "(): argument 'is_causal' must be bool, not SymBool",
             "data-dependent shape",
