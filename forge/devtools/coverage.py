@@ -197,7 +197,7 @@ def cpu_ops(function: Any) -> dict[str, int]:
             continue
         if op.name in SKIPPED_CPU_OPS:
             continue
-        opcode = op.attributes.get("opcode")
+        opcode = op.properties.get("opcode")  # a generic op's ATen op
         counts[getattr(opcode, "data", None) or op.name] += 1
     return dict(counts.most_common())
 
