@@ -13,6 +13,7 @@
   forge calibrate                                   fit the cost model to measured latency
   forge report [--bench FILE]                       PNG plots of passes, buffers, bench
   forge fuzz-ir / fuzz-models [--cases N]           differential and IR fuzzing
+  forge coverage [--types T,...] [--json FILE]      every transformers decoder type vs eager
   forge doctor [--profile]                          NNFactory smoke test; the host profile
   forge cache ls|clear [--older-than AGE]           the compile cache's entries
 
@@ -38,6 +39,7 @@ from forge.commands import (
     calibrate,
     check,
     compile,
+    coverage,
     doctor,
     fuzz_ir,
     fuzz_models,
@@ -68,6 +70,7 @@ COMMANDS: dict[str, ModuleType] = {
     "report": report,
     "fuzz-ir": fuzz_ir,
     "fuzz-models": fuzz_models,
+    "coverage": coverage,
     "doctor": doctor,
     "cache": cache,
 }

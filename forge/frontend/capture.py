@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from forge.frontend import stamping
+from forge.frontend.complex_pairs import lower_complex
 from forge.frontend.functionalize import functionalize_buffer_writes
 from forge.support.diagnostics import ForgeError
 
@@ -214,6 +215,7 @@ def capture(
             exported = None  # the model is exported whole
     if exported is None:
         exported = _functional(model, _export(model, example_inputs, kwargs, dynamic_shapes, None))
+    lower_complex(exported)  # complex rotary (DeepSeek-V2, Llama 4) as real pairs
     seconds = time.perf_counter() - start
 
     tied_map = resolve_tied_weights(model)

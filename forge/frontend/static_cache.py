@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from forge.frontend.loading import max_positions
+from forge.frontend.unsupported import model_code, unsupported_construct
 from forge.support.diagnostics import ForgeError
 
 
@@ -157,6 +158,12 @@ class StaticCacheLM(torch.nn.Module):
         position = torch.zeros(1, dtype=torch.long, device=parameter.device)
         with torch.no_grad():
             self._step(position.view(1, 1), position)
+        if len(layers) != self.num_layers:
+            raise unsupported_construct(
+                self.model,
+                f"its forward adds {len(layers) - self.num_layers} layer(s) to the cache it "
+                "is handed (looped layers); the static cache's layers are fixed",
+            )
         self._check_written()
         if any(not layers[i].is_initialized for i in self.attention):
             from transformers.configuration_utils import get_head_shapes
@@ -328,7 +335,8 @@ def capture_programs(
     limit = max_positions(model)
     if limit is not None and capacity > limit:
         raise ForgeError(f"cache capacity {capacity} exceeds the model's {limit} positions")
-    wrapper = StaticCacheLM(model, capacity).eval()
+    with model_code(model, "an eager step on the static cache"):
+        wrapper = StaticCacheLM(model, capacity).eval()
     prefill = {
         "input_ids": torch.zeros(1, prompt_capacity, dtype=torch.long),
         "cache_position": torch.arange(prompt_capacity),
