@@ -60,7 +60,7 @@ from forge.conversion.kernel_choice import (
     nnfactory_env,
 )
 from forge.conversion.nnfactory_backend import PACKAGE, bindings, load_backend
-from forge.dialects import dtypes, npu
+from forge.dialects import contract, dtypes, npu
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC, is_bool, is_float
 from forge.support.diagnostics import ForgeError
@@ -100,30 +100,30 @@ def graph_input(
     """The binding of segment input `value` under `precision` and `options`.
 
     Only linear weights are quantized or kept narrow, at the precision
-    `npu.weight_storage` gives (the `precision` attributes npu-assign-precision wrote,
+    `contract.weight_storage` gives (the `precision` attributes npu-assign-precision wrote,
     under `mixed`); every use of the value inside the graph then sees the dequantized
     tensor, so a tied embedding and LM head agree.
     """
     dtype = numpy_dtype(value, ACTIVATION_DTYPES[precision])
-    if npu.written_in_place(value):
+    if contract.written_in_place(value):
         return GraphInput(dtype, written=True)
-    stored = npu.weight_storage(value, precision)
+    stored = contract.weight_storage(value, precision)
     if stored is None or stored == "fp32":
         return GraphInput(dtype, constant=constant)
     if stored == "fp16":
-        rows = max(linear_rows(op) for op in npu.weight_users(value))
+        rows = max(linear_rows(op) for op in contract.weight_users(value))
         if options.fp16_form(rows) == "wide":  # fp32 kernels on the weights as they are: no copy
             return GraphInput(dtype, constant=constant)
         transposed = constant and _only_in_out_weight(value)
         return GraphInput(dtype, "fp16", constant=constant, transposed=transposed)
-    reduce_dim = 0 if npu.weight_in_out(npu.weight_users(value)[0]) else 1  # the scale's axis
+    reduce_dim = 0 if npu.weight_in_out(contract.weight_users(value)[0]) else 1  # the scale's axis
     return GraphInput(dtype, "int8", reduce_dim=reduce_dim, constant=constant)
 
 
 def _only_in_out_weight(value: SSAValue) -> bool:
     """Whether every use of `value` is as the [in, out] weight of a linear, which can
     then read it stored [out, in] (`GraphInput.transposed`)."""
-    users = npu.weight_users(value)
+    users = contract.weight_users(value)
     return len(users) == sum(1 for _ in value.uses) and all(map(npu.weight_in_out, users))
 
 
@@ -394,7 +394,7 @@ def program_precision_of(ops: Sequence[Operation]) -> str:
     parent = ops[0].parent_op() if ops else None
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
-    recorded = npu.program_precision(parent) if parent is not None else None
+    recorded = contract.program_precision(parent) if parent is not None else None
     return check_precision(recorded) if recorded is not None else "fp32"
 
 
@@ -979,7 +979,7 @@ def _linear_kernel(
     linear fuses one (only then is "apart" a change, and "onednn" only without one)."""
     storage = b.storages.get(op.weight, "float")
     rows = linear_rows(op)
-    if npu.weight_storage(op.weight, b.precision) == "fp16":
+    if contract.weight_storage(op.weight, b.precision) == "fp16":
         form = "narrow" if storage == "fp16" else "wide"
         b.decide(op, rows, "fp16 weights", form, FP16_REASONS[form])
     if b.float_dtype is not np.float32 or storage not in ("float", "int8"):

@@ -15,7 +15,8 @@ from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from forge.dialects.npu import NPU, in_place_writes
+from forge.dialects.contract import in_place_writes
+from forge.dialects.npu import NPU
 from forge.support import xdsl_compat
 from forge.support.diagnostics import ForgeError, op_error
 

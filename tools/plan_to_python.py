@@ -56,7 +56,7 @@ from forge.conversion.segments import (
     device_runs,
     npu_groups,
 )
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import DYNAMIC
@@ -253,7 +253,7 @@ def _state_precision(function: func.FuncOp, precision: str) -> str:
     """The IR carries the precision the graphs are built at: `precision` is recorded in
     IR planned without one; IR that recorded one is printed at it (fp32 asks for
     nothing), and another precision asked for is an error."""
-    recorded = npu.program_precision(function)
+    recorded = contract.program_precision(function)
     if recorded is None:
         record_precision(function, precision)
         return precision
@@ -298,7 +298,7 @@ def plan_to_python(
     if not 0 <= num_inputs <= len(args):
         raise ForgeError(f"num_inputs must lie in [0, {len(args)}], got {num_inputs}")
     constants = weights == "constants"
-    writes = npu.write_backs(function)
+    writes = contract.write_backs(function)
     written = {arg for _, arg in writes}
     placeholders = _Placeholders(
         {
@@ -372,8 +372,8 @@ def plan_to_python(
     terminator = function.body.block.last_op
     assert isinstance(terminator, func.ReturnOp)
     returned = names(terminator.arguments)
-    for result, arg in npu.copied_write_backs(function):  # not what cache_update did
-        program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {npu.WRITES}")
+    for result, arg in contract.copied_write_backs(function):  # not what cache_update did
+        program.body.append(f"{names.of[args[arg]]}.copy_({returned[result]})  # {contract.WRITES}")
     program.body.append(f"return {tuple_text(returned[: len(returned) - len(writes)])}")
     transitions = sum(a != b for a, b in itertools.pairwise(devices))
     usage = (

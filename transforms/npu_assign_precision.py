@@ -12,7 +12,7 @@ also read by a non-linear op, e.g. GPT-2's tied wte) and the LM head (a linear w
 result is a function result) stay fp16, every other linear weight is int8.
 
 fp32 writes nothing: it is what un-annotated IR means. The executor and the cost model
-read the attributes back through `npu.weight_storage`. From text, options are separated
+read the attributes back through `contract.weight_storage`. From text, options are separated
 by spaces and names with dots quoted:
 `forge-opt -p 'npu-assign-precision{precision=mixed fp16-weights="lm_head.weight",w1}'`.
 """
@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.dtypes import check_precision
 from forge.transforms.pattern_pass import run_on_functions
 
@@ -65,12 +65,12 @@ class PrecisionReport:
 def fallback_keeps_fp16(weight: SSAValue, users: Sequence[Operation] | None = None) -> bool:
     """Mixed without a measurement: keep the embedding table (a weight some non-linear
     op also reads) and the LM head (a linear whose result a function returns) fp16.
-    (`users`: `npu.weight_users(weight)`, when the caller has them.)"""
+    (`users`: `contract.weight_users(weight)`, when the caller has them.)"""
     if any(not isinstance(u.operation, npu.WEIGHTED_LINEAR_OPS) for u in weight.uses):
         return True
     return any(
         isinstance(u.operation, func.ReturnOp)
-        for op in (npu.weight_users(weight) if users is None else users)
+        for op in (contract.weight_users(weight) if users is None else users)
         for r in op.results
         for u in r.uses
     )
@@ -111,11 +111,11 @@ class NpuAssignPrecisionPass(ModulePass):
         )
         if self.precision == "fp32":
             return report
-        function.attributes[npu.PROGRAM_PRECISION] = StringAttr(self.precision)
+        function.attributes[contract.PROGRAM_PRECISION] = StringAttr(self.precision)
         for op in function.walk():
             if not isinstance(op, npu.WEIGHTED_LINEAR_OPS):
                 continue
-            if not npu.is_linear_weight(op.weight):
+            if not contract.is_linear_weight(op.weight):
                 continue
             chosen = choose(op.weight, self.precision, self.fp16_weights)
             op.attributes["precision"] = StringAttr(chosen)
@@ -134,6 +134,6 @@ def record_precision(function: func.FuncOp, precision: str) -> None:
     by hand (the host profile's graphs, `-t python{precision=...}`): the IR is then, as
     after the pipeline, the one carrier of the precision."""
     if check_precision(precision) == "fp32":
-        function.attributes.pop(npu.PROGRAM_PRECISION, None)
+        function.attributes.pop(contract.PROGRAM_PRECISION, None)
         return
-    function.attributes[npu.PROGRAM_PRECISION] = StringAttr(precision)
+    function.attributes[contract.PROGRAM_PRECISION] = StringAttr(precision)

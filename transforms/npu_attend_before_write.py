@@ -78,7 +78,7 @@ from xdsl.ir import Attribute, Operation, SSAValue, Use
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.shapes import element_type, is_float, normalize_dim, shape_of
 from forge.transforms.host_profile import check_profile_option, load_profile
 from forge.transforms.matchers import static_shapes
@@ -135,7 +135,7 @@ class AttendBeforeWrite(RewritePattern):
         element = element_type(update.cache.type)
         key = (update.positions, length, element, trailing)
         known = self.selectors.get(key)
-        if known is not None and npu.runs_before(known[1].owner, update):
+        if known is not None and contract.runs_before(known[1].owner, update):
             return known
         shape = [length, *[1] * trailing]
         self.selectors[key] = _new_selectors(update.positions, shape, element, rewriter, update)

@@ -46,7 +46,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.shapes import element_type, is_float, normalize_dim, shape_of
 from forge.transforms.matchers import erase_dead_producers, erase_unused, static_shapes
 from forge.transforms.npu_fold_constants import FoldReshapeChain
@@ -226,7 +226,7 @@ def operand_rows(op: Operation, dim: int) -> OperandRows | None:
 def _defined_before(value: SSAValue, op: Operation) -> bool:
     if isinstance(value, BlockArgument):
         return value.block is op.parent_block()
-    return npu.runs_before(value.owner, op)  # type: ignore[arg-type]
+    return contract.runs_before(value.owner, op)  # type: ignore[arg-type]
 
 
 def _with_rows(value_type: Attribute, dim: int, rows: int) -> TensorType:
@@ -265,7 +265,7 @@ def gather_rows(
     count = shape_of(indices.type)[0]
     gathered = [*shape[:dim], count, *shape[dim + 1 :]]
     known = _known_gather(value, indices, gathered)
-    if known is not None and npu.runs_before(known.owner, before):  # type: ignore[arg-type]
+    if known is not None and contract.runs_before(known.owner, before):  # type: ignore[arg-type]
         return known
     ops: list[Operation] = []
     table = value

@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import BlockArgument
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.shapes import element_type, is_bool, shape_of
 from forge.transforms.matchers import single_use, static_shapes
 from forge.transforms.pattern_pass import NpuPatternPass
@@ -43,7 +43,7 @@ INDEX_COPY = "aten.index_copy.default"
 
 def _written_back_as(function: func.FuncOp, cache: BlockArgument) -> int | None:
     """Index of the result the function writes back into `cache`, if any."""
-    for result, arg in npu.write_backs(function):
+    for result, arg in contract.write_backs(function):
         if arg == cache.index:
             return result
     return None

@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.dtypes import DTYPES
 from forge.frontend.capture import Captured
 from forge.support.collector import collector_paused
@@ -227,7 +227,7 @@ class FxImporter:
             Region(block),
         )
         if written:
-            function.attributes[npu.WRITES] = ArrayAttr([StringAttr(n) for n in written])
+            function.attributes[contract.WRITES] = ArrayAttr([StringAttr(n) for n in written])
         for name, count in sorted(self.fallbacks.items()):
             self.notes.append(f"{name}: no named npu op, kept as npu.generic on the CPU (x{count})")
         return ImportedProgram(

@@ -41,7 +41,7 @@ from forge.conversion.kernel_choice import BuildOptions, Decision
 from forge.conversion.nnfactory_graph import NoNpuLowering, Segment, build_segment
 from forge.conversion.segments import arena_layout, check_memory, device_runs, npu_groups
 from forge.conversion.weight_spill import SpillUnavailable, spilled_bytes
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.context import entry_function
 from forge.dialects.dtypes import check_precision
 from forge.runtime.compile_cache import (
@@ -126,7 +126,7 @@ class CompiledNPUExecutor:
         missing = [n for n in names[num_inputs:] if n not in weights]
         if missing:
             raise ForgeError(f"no tensor given for weight argument(s): {', '.join(missing)}")
-        self.precision = check_precision(npu.program_precision(function) or "fp32")
+        self.precision = check_precision(contract.program_precision(function) or "fp32")
         """The precision npu-assign-precision recorded in the IR (fp32 where it did not
         run); the graphs read it from there."""
         self.num_inputs = num_inputs
@@ -144,7 +144,7 @@ class CompiledNPUExecutor:
         for i in range(num_inputs, len(args)):
             self._template[i] = weights[names[i]]
         self._steps: list[Step] = []
-        self._writes = npu.write_backs(function)
+        self._writes = contract.write_backs(function)
         """(result index, argument slot): results copied into state after every call."""
         written = {arg for _, arg in self._writes}
         self._constants: dict[SSAValue, torch.Tensor] = (
@@ -202,7 +202,7 @@ class CompiledNPUExecutor:
         slots = tuple(self._slot(v) for v in terminator.arguments)
         user_results = len(slots) - len(self._writes)
         self._results = slots[:user_results]
-        self._write_slots = tuple((slots[r], a) for r, a in npu.copied_write_backs(function))
+        self._write_slots = tuple((slots[r], a) for r, a in contract.copied_write_backs(function))
         """(result slot, argument slot): copied back after a call (an `npu.cache_update`
         wrote the others in place)."""
         self._steps = mark_state_inputs(function, self._steps, self._slots, written)

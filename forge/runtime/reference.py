@@ -15,7 +15,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.dialects import npu
+from forge.dialects import contract
 from forge.dialects.context import entry_function
 from forge.support.diagnostics import ForgeError, op_error
 from forge.target.cpu_kernels import Kernel, cpu_kernel
@@ -63,10 +63,10 @@ class ReferenceExecutor:
                 outputs.append(slots[r])
             steps.append((cpu_kernel(op), tuple(slots[v] for v in op.operands), tuple(outputs)))
             self._ops.append(op)
-        writes = npu.write_backs(function)
+        writes = contract.write_backs(function)
         self._steps = steps
         self._results = results[: len(results) - len(writes)]
-        self._writes = tuple((results[r], a) for r, a in npu.copied_write_backs(function))
+        self._writes = tuple((results[r], a) for r, a in contract.copied_write_backs(function))
         """(result slot, argument slot): state copied back after a call (an
         `npu.cache_update` wrote its state during the call already)."""
         self._slots = slots

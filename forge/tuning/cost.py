@@ -31,7 +31,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.context import entry_function, infer_num_inputs
 from forge.dialects.dtypes import check_precision
 from forge.dialects.shapes import element_type, is_float, numel, shape_of
@@ -82,9 +82,9 @@ class Param:
     """Bytes per element of its own type (float params are re-priced per precision)."""
     is_float: bool
     channels: int = 0
-    """Output channels if it is a linear weight (`npu.is_linear_weight`), else 0."""
+    """Output channels if it is a linear weight (`contract.is_linear_weight`), else 0."""
     mixed: str = "int8"
-    """Its storage under mixed as the IR says (`npu.weight_storage`)."""
+    """Its storage under mixed as the IR says (`contract.weight_storage`)."""
     fallback: str = "int8"
     """Its storage under npu-assign-precision's fallback rule for mixed (fp16 for the
     embedding table and the LM head)."""
@@ -100,7 +100,7 @@ class Param:
         return self.numel * STORAGE_BYTES[storage]
 
     def storage(self, precision: str, annotated: bool) -> str:
-        """A linear weight's storage is `npu.weight_storage`'s (under mixed: the IR's if
+        """A linear weight's storage is `contract.weight_storage`'s (under mixed: the IR's if
         annotated, else the fallback rule's); other float params are fp32 at fp32 and
         fp16 otherwise."""
         if not self.channels or precision in ("fp32", "fp16"):
@@ -123,8 +123,8 @@ def _param(value: SSAValue, name: str) -> Param | None:
     if count is None:
         return None
     floating = is_float(element_type(value.type))
-    users = npu.weight_users(value)
-    if not npu.is_linear_weight(value, users):
+    users = contract.weight_users(value)
+    if not contract.is_linear_weight(value, users):
         return Param(name, count, _element_bytes(value), floating)
     return Param(
         name,
@@ -132,7 +132,7 @@ def _param(value: SSAValue, name: str) -> Param | None:
         _element_bytes(value),
         floating,
         shape[1] if npu.weight_in_out(users[0]) else shape[0],
-        npu.weight_storage(value, "mixed", users) or "int8",
+        contract.weight_storage(value, "mixed", users) or "int8",
         "fp16" if fallback_keeps_fp16(value, users) else "int8",
     )
 

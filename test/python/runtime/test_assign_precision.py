@@ -12,7 +12,7 @@ from conftest import load_tiny
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument
 
-from forge.dialects import npu
+from forge.dialects import contract, npu
 from forge.dialects.context import entry_function, parse_module
 from forge.runtime.compile import compile_model
 from forge.runtime.executor import CompiledNPUExecutor
@@ -53,7 +53,7 @@ def test_forge_opt_int8_is_what_the_executor_quantizes() -> None:
         check=True,
     )
     function = entry_function(parse_module(proc.stdout))
-    assert npu.program_precision(function) == "int8"
+    assert contract.program_precision(function) == "int8"
     marks = annotated(function)
     assert marks and set(marks.values()) == {"int8"}
     program = tiny.program

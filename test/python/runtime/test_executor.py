@@ -16,7 +16,7 @@ from conftest import CPU_PROFILE, NPU_PROFILE, load_tiny
 
 from forge.conversion.kernel_choice import FP16_KERNELS, BuildOptions
 from forge.devtools.numerics import compare, eager_outputs
-from forge.dialects import npu
+from forge.dialects import contract
 from forge.dialects.context import entry_function
 from forge.frontend.loading import ordered_inputs
 from forge.runtime.compile import compile_model
@@ -138,7 +138,7 @@ def test_fp16_forms_compute_with_their_weights(form: str) -> None:
     stored = {spec.storage for s in executor.segments for spec in s.call.inputs if spec}
     assert ("fp16" in stored) == (form == "narrow")
     args = entry_function(module).body.block.args[num_inputs:]
-    linear = {a.name_hint for a in args if npu.is_linear_weight(a)}
+    linear = {a.name_hint for a in args if contract.is_linear_weight(a)}
     assert linear
     weights = program.weights
     if form == "narrow":
