@@ -100,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error(e, TOOL)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`forge ... | head`): not an error, as with forge-opt.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:
         if os.environ.get("FORGE_TRACEBACK"):
             raise
