@@ -72,7 +72,6 @@ from forge.tools.pipeline_syntax import (
     PassRecord,
     format_nested,
     functions_of,
-    instantiate,
     isolated,
     merge_runs,
     parse_nested_pipeline,
@@ -380,7 +379,7 @@ class ForgeOptMain(xDSLOptMain):
     def _instantiate(self, spec: NestedSpec) -> ModulePass:
         """The pass `spec` names, with its options; option errors name its column."""
         try:
-            return instantiate(self.available_passes[spec.spec.name](), spec.spec)
+            return self.available_passes[spec.spec.name]().from_pass_spec(spec.spec)
         except Exception as e:
             raise ValueError(f"{one_line(str(e))} (column {spec.column})") from e
 

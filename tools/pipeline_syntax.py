@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import get_origin, get_type_hints
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -241,16 +240,3 @@ def pass_text(p: ModulePass) -> str:
         if not (name in DRIVER_OPTIONS and list(values) == [-1])
     }
     return str(ArgSpec(spec.name, parameters))
-
-
-def instantiate(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
-    """`pass_class` with `spec`'s options. An option of tuple type given with no value
-    (`skip`, as `--dump-pass-pipeline` prints an empty tuple) is the empty tuple, which
-    xDSL's option parser refuses: it is left to its default, `()`."""
-    hints = get_type_hints(pass_class)
-    parameters = {
-        name: values
-        for name, values in spec.normalize_parameter_names().parameters.items()
-        if values or get_origin(hints.get(name)) is not tuple
-    }
-    return pass_class.from_pass_spec(ArgSpec(spec.name, parameters))

@@ -139,6 +139,7 @@ def _one_line_error(e: BaseException) -> str:
 def _run_case(result: CaseResult) -> None:
     import torch
 
+    from forge.devtools.fuzz_transformers import eager_greedy
     from forge.devtools.tiny_configs import causal_lm_types, quiet, tiny_model
     from forge.runtime.generate import compile_lm
 
@@ -150,16 +151,7 @@ def _run_case(result: CaseResult) -> None:
 
     result.phase = "eager"
     with torch.no_grad(), quiet():
-        out = model.generate(
-            prompt,
-            attention_mask=torch.ones_like(prompt),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            min_new_tokens=NEW_TOKENS,
-            pad_token_id=0,
-            eos_token_id=None,
-        )
-    result.eager_tokens = out[0, PROMPT:].tolist()
+        result.eager_tokens, _ = eager_greedy(model, prompt, NEW_TOKENS)
 
     result.phase = "compile"
     with quiet():

@@ -660,6 +660,25 @@ def _error(e: BaseException, where: str) -> TransformerOutcome:
     return TransformerOutcome("error", f"{type(e).__name__}: {one_line(str(e))}", check=where)
 
 
+def eager_greedy(
+    model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int
+) -> tuple[list[int], list[torch.Tensor]]:
+    """Eager `model.generate`'s greedy tokens and per-step logits: exactly `new_tokens`
+    of them (no EOS stop), the reference every generation check compares with."""
+    out = model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=0,
+        eos_token_id=None,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
+    return out.sequences[0, prompt.shape[1] :].tolist(), [step[0] for step in out.logits]
+
+
 def _check(spec: TransformerSpec, checks: Sequence[str], tolerance: float) -> TransformerOutcome:
     from forge.runtime.api import compile as forge_compile
     from forge.runtime.generate import compile_lm
@@ -670,19 +689,7 @@ def _check(spec: TransformerSpec, checks: Sequence[str], tolerance: float) -> Tr
         prompt = _ids(spec, spec.prompt, -1)
         with torch.no_grad():
             expected = [model(x, use_cache=False).logits for x in inputs]
-            eager = model.generate(
-                prompt,
-                attention_mask=torch.ones_like(prompt),
-                do_sample=False,
-                max_new_tokens=spec.new_tokens,
-                min_new_tokens=spec.new_tokens,
-                pad_token_id=0,
-                eos_token_id=None,
-                output_logits=True,
-                return_dict_in_generate=True,
-            )
-        eager_tokens = eager.sequences[0, spec.prompt :].tolist()
-        eager_logits = [step[0] for step in eager.logits]
+            eager_tokens, eager_logits = eager_greedy(model, prompt, spec.new_tokens)
     except Exception as e:
         return _error(e, "eager")
 

@@ -16,7 +16,8 @@ of xDSL.
 * A pass option of type `tuple[str, ...]` (npu-optimize's and forge-pipeline's `skip`)
   is documented to take `skip=a,b` as `("a", "b")`, but the option parser type-checks
   the list it read against the tuple type and rejects every value (`fuzz-ir --mutate
-  pipeline` found it). A list given for a tuple option now becomes that tuple.
+  pipeline` found it). A list given for a tuple option now becomes that tuple, the
+  empty one included (`skip` with no value, as `--dump-pass-pipeline` prints it).
 * xDSL stores a dense constant element by element, so a splat (`dense<1.0> :
   tensor<2x3x100000000xf32>`, a few bytes of text) is expanded while it is parsed:
   `fuzz-ir`'s large-dimension mutants ran out of memory before any pass. A dense literal
@@ -100,7 +101,7 @@ def apply() -> None:
         return get_origin(dest_type) is tuple
 
     def convert_tuples(value: list, dest_type: object) -> object:
-        if isinstance(value, list) and value and takes_tuple(dest_type):
+        if isinstance(value, list) and takes_tuple(dest_type):
             value = tuple(value)
         return convert(value, dest_type)
 

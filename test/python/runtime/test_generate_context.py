@@ -15,6 +15,7 @@ import torch
 
 import forge
 from forge.cli import main
+from forge.devtools.fuzz_transformers import eager_greedy
 from forge.frontend.models import widened
 from forge.frontend.static_cache import StaticCacheLM, capture_programs
 from forge.runtime.generate import compile_lm
@@ -76,18 +77,7 @@ def gpt_neo_mixed() -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
 
 
 def _eager(model: torch.nn.Module, prompt: torch.Tensor, n: int) -> tuple[list[int], list]:
-    out = model.generate(
-        prompt,
-        attention_mask=torch.ones_like(prompt),
-        do_sample=False,
-        max_new_tokens=n,
-        min_new_tokens=n,
-        pad_token_id=0,
-        eos_token_id=None,
-        output_logits=True,
-        return_dict_in_generate=True,
-    )
-    return out.sequences[0, prompt.shape[1] :].tolist(), [step[0] for step in out.logits]
+    return eager_greedy(model, prompt, n)
 
 
 def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

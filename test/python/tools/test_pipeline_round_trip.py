@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from forge.tools.forge_opt import dump_pipeline, main
-from forge.tools.pipeline_syntax import instantiate, parse_nested_pipeline, pass_text
+from forge.tools.pipeline_syntax import parse_nested_pipeline, pass_text
 from forge.transforms import get_all_passes
 
 PASSES = get_all_passes()
@@ -23,12 +23,12 @@ def test_every_registered_pass_round_trips(name: str) -> None:
     pass_class = PASSES[name]()
     if name in REQUIRED_OPTIONS:
         (given,) = parse_nested_pipeline(f"{name}{{{REQUIRED_OPTIONS[name]}}}")
-        original = instantiate(pass_class, given.spec)
+        original = pass_class.from_pass_spec(given.spec)
     else:
         original = pass_class()
     text = pass_text(original)
     (spec,) = parse_nested_pipeline(text)
-    again = instantiate(pass_class, spec.spec)
+    again = pass_class.from_pass_spec(spec.spec)
     assert pass_text(again) == text
     assert again == original
 
@@ -50,6 +50,6 @@ def test_the_dumped_default_pipeline_runs_again(tmp_path, capsys) -> None:
 
 def test_an_empty_tuple_option_is_its_default() -> None:
     (spec,) = parse_nested_pipeline("npu-optimize{skip}")
-    optimize = instantiate(PASSES["npu-optimize"](), spec.spec)
+    optimize = PASSES["npu-optimize"]().from_pass_spec(spec.spec)
     assert optimize.skip == ()  # type: ignore[attr-defined]
     assert "skip" in dump_pipeline([optimize])
